@@ -1,0 +1,76 @@
+"""`dse bench`: rows per second of the vectorized models, measured in one process.
+
+Timing follows the shared-machine recipe: several repetitions, the median reported, and a
+baseline (a plain numpy pass over the same number of rows) measured in the same run, so the
+figure can be compared across machines as a ratio.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+BENCH_SYSTEMS = ["a100-80gb", "h100-sxm", "h200", "b200", "gb200"]
+BENCH_MODELS = ["gpt3-175b", "llama3.1-70b", "llama3.1-8b", "llama2-70b", "nemotron4-15b"]
+
+
+def random_training_points(n: int, seed: int = 0) -> dict:
+    """n random design points, most of them valid splits (powers of two that divide the model)."""
+    rng = np.random.default_rng(seed)
+    tp = 2 ** rng.integers(0, 4, n)
+    pp = 2 ** rng.integers(0, 4, n)
+    cp = 2 ** rng.integers(0, 2, n)
+    dp = 2 ** rng.integers(0, 8, n)
+    mb = 2 ** rng.integers(0, 3, n)
+    return {
+        "model": pd.Categorical.from_codes(rng.integers(0, len(BENCH_MODELS), n), BENCH_MODELS),
+        "system": pd.Categorical.from_codes(rng.integers(0, len(BENCH_SYSTEMS), n), BENCH_SYSTEMS),
+        "tp": tp, "pp": pp, "cp": cp, "dp": dp, "gpus": tp * pp * cp * dp,
+        "micro_batch": mb, "global_batch": dp * mb * 2 ** rng.integers(0, 6, n),
+        "vp": np.ones(n, dtype=np.int64),
+        "recompute": rng.integers(0, 3, n).astype(np.int8),
+        "precision": rng.integers(0, 2, n).astype(np.int8),
+        "zero": rng.integers(0, 4, n), "sp": rng.integers(0, 2, n).astype(bool),
+    }
+
+
+def _median_time(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def bench_training(rows: int = 1_000_000, repeat: int = 3) -> dict:
+    from dse.perf.training import evaluate_training
+    points = random_training_points(rows)
+    evaluate_training({k: v[:1000] for k, v in points.items()})  # warm caches
+    elapsed = _median_time(lambda: evaluate_training(points), repeat)
+    x = np.random.default_rng(1).random(rows)
+    baseline = _median_time(lambda: np.sqrt(x * 2.0 + 1.0).sum(), max(repeat, 5))
+    return {"model": "evaluate_training", "rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
+            "numpy_baseline_s": baseline, "cost_vs_one_numpy_pass": elapsed / baseline}
+
+
+BENCHES = {"training": bench_training}
+
+
+def run(args) -> int:
+    names = [args.what] if args.what != "all" else list(BENCHES)
+    for name in names:
+        r = BENCHES[name](rows=args.rows, repeat=args.repeat) if name != "sweep" else BENCHES[name]()
+        print(f"{r['model']}: {r['rows']:,} rows in {r['seconds']:.3f} s = {r['rows_per_s']:,.0f} rows/s "
+              f"(one numpy pass over the same rows: {r['numpy_baseline_s'] * 1e3:.1f} ms; "
+              f"ratio {r['cost_vs_one_numpy_pass']:.0f}x)")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="measure evaluation speed (rows/s)")
+    p.add_argument("what", nargs="?", default="all", choices=["all", *BENCHES, "sweep"])
+    p.add_argument("--rows", type=int, default=1_000_000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.set_defaults(func=run)

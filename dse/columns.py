@@ -1,0 +1,257 @@
+"""The batch of design points and the column schema, in one place.
+
+A batch is a dict of equal-length 1-D numpy arrays, one row per design point.
+`dse.evaluate_*` accept a pandas DataFrame or a mapping of arrays (scalars broadcast)
+and give back the same kind, same rows, same order, with result columns added.
+
+Categorical inputs (model, system, precision, recompute, ...) may be strings, pandas
+Categoricals (fast: only the categories are looked at) or, for enums, integer codes.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from dse import catalog
+from dse.errors import ConfigError
+
+# Enumerations: value spellings (lower case) -> integer code used inside the models.
+PRECISIONS = ("bf16", "fp8", "fp4")
+RECOMPUTE = ("none", "selective", "full")
+ENUM_ALIASES = {
+    "topology": {"fat-tree": 0, "fattree": 0, "switched": 0, "torus2d": 1, "2d-torus": 1, "torus3d": 2, "3d-torus": 2},
+    "precision": {"bf16": 0, "fp16": 0, "mixed": 0, "fp16 mixed": 0, "bfloat16": 0,
+                  "fp8": 1, "fp8-e4m3": 1, "fp4": 2, "nvfp4": 2, "mxfp4": 2},
+    "recompute": {"none": 0, "no": 0, "off": 0, "selective": 1, "full": 2},
+}
+# Bytes per element of weights/activations for each precision code. FP8/FP4 training keeps
+# BF16 activations between GEMMs (Transformer Engine), so only GEMM operands shrink.
+GEMM_OPERAND_BYTES = np.array([2.0, 1.0, 0.5])
+
+# Model columns and the catalog column each comes from.
+MODEL_COLUMNS = (
+    "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab", "seq_len",
+    "gated_mlp", "dropout", "tied_embeddings", "learned_pos_emb", "experts", "top_k",
+    "shared_experts", "moe_ffn_hidden", "moe_layer_interval", "dense_layers", "kv_cache_dim",
+)
+# Per-GPU hardware columns a system name resolves to (SI units, per direction for links).
+HARDWARE_COLUMNS = (
+    "peak_bf16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_flops_per_s",
+    "memory_capacity_bytes", "memory_bandwidth_bytes_per_s",
+    "scaleup_bandwidth_bytes_per_s", "scaleup_domain", "scaleup_latency_s",
+    "scaleout_bandwidth_bytes_per_s", "scaleout_latency_s", "tdp_w",
+    "gemm_efficiency_max", "gemm_half_dim", "memory_efficiency",
+    "scaleup_efficiency", "scaleout_efficiency", "attention_efficiency", "low_precision_efficiency", "launch_overhead_s",
+)
+
+
+def to_columns(frame) -> tuple[dict[str, np.ndarray], int]:
+    """Mapping or DataFrame -> (dict of 1-D arrays, row count). Scalars broadcast."""
+    if isinstance(frame, pd.DataFrame):
+        cols = {}
+        for k in frame.columns:
+            s = frame[k]
+            cols[str(k)] = s.array if isinstance(s.dtype, pd.CategoricalDtype) else s.to_numpy()
+        return cols, len(frame)
+    if not isinstance(frame, Mapping):
+        raise ConfigError("input: expected a pandas DataFrame or a mapping of column arrays")
+    lengths = {len(v) for v in frame.values() if np.ndim(v) > 0 and not isinstance(v, str)}
+    if len(lengths) > 1:
+        raise ConfigError(f"input: columns have different lengths {sorted(lengths)}; give equal-length arrays")
+    n = lengths.pop() if lengths else 1
+    cols = {}
+    for k, v in frame.items():
+        if isinstance(v, pd.Categorical):
+            cols[k] = v
+        elif np.ndim(v) == 0 or isinstance(v, str):
+            cols[k] = np.full(n, v, dtype=object if isinstance(v, str) else None)
+        else:
+            cols[k] = np.asarray(v)
+    return cols, n
+
+
+# Rows evaluated per block: the temporaries of one block stay in the CPU cache, which makes a
+# long batch several times faster than one pass over whole-length arrays.
+BLOCK_ROWS = 1 << 14
+
+
+def blockwise(fn, work: dict, n: int, block: int = BLOCK_ROWS) -> dict:
+    """Apply a columns -> columns function to consecutive row blocks and join the results."""
+    if n <= block:
+        return fn(work)
+    out = None
+    for i in range(0, n, block):
+        part = fn({k: v[i:i + block] for k, v in work.items()})
+        if out is None:
+            out = {k: np.empty(n, dtype=np.asarray(v).dtype) for k, v in part.items()}
+        for k, v in part.items():
+            out[k][i:i + block] = v
+    return out
+
+
+def pack(frame, outputs: dict[str, np.ndarray]):
+    """Give back the caller's kind: a DataFrame with the outputs added, or a dict."""
+    if isinstance(frame, pd.DataFrame):
+        out = frame.copy()
+        for k, v in outputs.items():
+            out[k] = v
+        return out
+    result = dict(frame)
+    result.update(outputs)
+    return result
+
+
+def categories(values) -> tuple[np.ndarray, list]:
+    """(integer codes, list of distinct values) for a string-like column."""
+    if isinstance(values, pd.Categorical) or isinstance(getattr(values, "dtype", None), pd.CategoricalDtype):
+        cat = pd.Categorical(values)
+        return np.asarray(cat.codes), list(cat.categories)
+    uniques, codes = np.unique(np.asarray(values).astype(str), return_inverse=True)
+    return codes.reshape(-1), list(uniques)
+
+
+def enum_codes(cols: dict, name: str, default: str) -> np.ndarray:
+    """Integer codes of an enum column (accepts spellings, aliases or codes)."""
+    aliases = ENUM_ALIASES[name]
+    n = _length(cols)
+    if name not in cols:
+        return np.full(n, aliases[default], dtype=np.int8)
+    v = cols[name]
+    if not isinstance(v, pd.Categorical) and np.issubdtype(np.asarray(v).dtype, np.integer):
+        return np.asarray(v, dtype=np.int8)
+    codes, uniques = categories(v)
+    table = []
+    for u in uniques:
+        key = str(u).strip().lower()
+        if key not in aliases:
+            raise ConfigError(f"{name}: unknown value '{u}'; use one of {', '.join(_canonical(name))}")
+        table.append(aliases[key])
+    return np.asarray(table, dtype=np.int8)[codes]
+
+
+def _canonical(name: str) -> tuple:
+    return {"precision": PRECISIONS, "recompute": RECOMPUTE, "topology": ("fat-tree", "torus2d", "torus3d")}[name]
+
+
+def _length(cols: dict) -> int:
+    for v in cols.values():
+        return len(v)
+    return 0
+
+
+def as_float(cols: dict, name: str, default: float) -> np.ndarray:
+    n = _length(cols)
+    if name not in cols:
+        return np.full(n, float(default))
+    out = np.asarray(cols[name], dtype=float)
+    return np.where(np.isnan(out), float(default), out) if np.isnan(out).any() else out
+
+
+def as_bool(cols: dict, name: str, default: bool) -> np.ndarray:
+    n = _length(cols)
+    if name not in cols:
+        return np.full(n, bool(default))
+    v = cols[name]
+    arr = np.asarray(v)
+    if arr.dtype == bool:
+        return arr
+    if arr.dtype.kind in "iuf":
+        return np.nan_to_num(arr.astype(float), nan=float(default)) != 0
+    codes, uniques = categories(v)
+    truth = {"true": True, "yes": True, "1": True, "on": True,
+             "false": False, "no": False, "0": False, "off": False, "none": False, "nan": default, "": default}
+    table = []
+    for u in uniques:
+        key = str(u).strip().lower()
+        if key not in truth:
+            raise ConfigError(f"{name}: '{u}' is not a boolean; use true or false")
+        table.append(truth[key])
+    return np.asarray(table, dtype=bool)[codes]
+
+
+def _fill_from_catalog(cols: dict, key: str, table: pd.DataFrame, resolve, names: tuple) -> None:
+    """Add (or fill NaNs of) `names` columns from the catalog rows named in cols[key]."""
+    codes, uniques = categories(cols[key])
+    rows = table.loc[[resolve(u) for u in uniques]]
+    codes = codes.astype(np.intp)
+    for name in names:
+        values = rows[name].to_numpy(dtype=float)
+        looked_up = values[codes]
+        if name in cols:
+            given = np.asarray(cols[name])
+            if given.dtype.kind == "f" and np.isnan(given).any():
+                cols[name] = np.where(np.isnan(given), looked_up.astype(float), given)
+            continue  # explicit numbers win over the catalog
+        cols[name] = looked_up
+
+
+def resolve_model(cols: dict) -> None:
+    """Fill model dimensions from `model` names; explicit columns win. Defaults for optional ones."""
+    if "model" in cols:
+        _fill_from_catalog(cols, "model", catalog.models(), catalog.resolve_model, MODEL_COLUMNS)
+    for required in ("layers", "hidden", "heads", "vocab"):
+        if required not in cols:
+            raise ConfigError(f"{required}: missing; give a `model` name or the `{required}` column")
+    n = _length(cols)
+    hidden = lambda: np.asarray(cols["hidden"], dtype=float)  # noqa: E731
+    heads = lambda: np.asarray(cols["heads"], dtype=float)  # noqa: E731
+    defaults = {  # computed only where a column is missing or has gaps
+        "kv_heads": heads, "head_dim": lambda: hidden() / heads(), "ffn_hidden": lambda: 4 * hidden(),
+        "seq_len": lambda: 2048.0, "moe_layer_interval": lambda: 1.0,
+    }
+    for k in MODEL_COLUMNS:
+        default = defaults.get(k, lambda: 0.0)
+        if k not in cols:
+            cols[k] = np.broadcast_to(np.asarray(default(), dtype=float), (n,)).copy()
+            continue
+        v = np.asarray(cols[k], dtype=float)
+        if np.isnan(v).any():
+            with np.errstate(invalid="ignore", divide="ignore"):
+                cols[k] = np.where(np.isnan(v), default(), v)
+        else:
+            cols[k] = v
+
+
+def resolve_hardware(cols: dict) -> None:
+    """Fill per-GPU hardware columns from `system` names or derive them from technology columns.
+
+    Explicit hardware columns win over both. A `memory` generation (with `memory_stacks`)
+    replaces a catalog system's memory.
+    """
+    if "node" in cols:
+        from dse.hardware import accelerator_columns  # technology -> accelerator columns
+        for k, v in accelerator_columns(cols).items():
+            cols.setdefault(k, v)
+    if "system" in cols:
+        _fill_from_catalog(cols, "system", catalog.systems(), catalog.resolve_system, HARDWARE_COLUMNS)
+    missing = [k for k in ("peak_bf16_flops_per_s", "memory_bandwidth_bytes_per_s") if k not in cols]
+    if missing:
+        raise ConfigError(f"{missing[0]}: missing; give a `system` name, technology columns "
+                          "(`node`, `die_area_mm2`, ...) or the hardware columns")
+    n = _length(cols)
+    eff = catalog.efficiency().loc["derived"]
+    defaults = {
+        "peak_fp8_flops_per_s": as_float(cols, "peak_bf16_flops_per_s", np.nan),
+        "memory_capacity_bytes": np.full(n, np.inf),
+        "scaleup_bandwidth_bytes_per_s": np.full(n, 450e9), "scaleup_domain": np.full(n, 8.0),
+        "scaleup_latency_s": np.full(n, 2e-6), "scaleout_bandwidth_bytes_per_s": np.full(n, 50e9),
+        "scaleout_latency_s": np.full(n, 4e-6), "tdp_w": np.full(n, 700.0),
+        "gemm_efficiency_max": np.full(n, eff["gemm_efficiency_max"]),
+        "gemm_half_dim": np.full(n, eff["gemm_half_dim"]),
+        "memory_efficiency": np.full(n, eff["memory_efficiency"]),
+        "scaleup_efficiency": np.full(n, eff["scaleup_efficiency"]),
+        "scaleout_efficiency": np.full(n, eff["scaleout_efficiency"]),
+        "attention_efficiency": np.full(n, eff["attention_efficiency"]),
+        "low_precision_efficiency": np.full(n, eff["low_precision_efficiency"]),
+        "launch_overhead_s": np.full(n, eff["launch_overhead_us"] * 1e-6),
+    }
+    for k, d in defaults.items():
+        if k not in cols:
+            cols[k] = d
+    if "peak_fp4_flops_per_s" not in cols:
+        cols["peak_fp4_flops_per_s"] = cols["peak_fp8_flops_per_s"]
+    if "memory" in cols and "system" in cols and "node" not in cols:
+        from dse.hardware import memory_override  # a DRAM generation replaces the catalog memory
+        cols.update(memory_override(cols))

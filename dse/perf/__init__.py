@@ -1,0 +1,1 @@
+"""Performance models: pure functions from columns to columns."""

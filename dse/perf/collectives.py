@@ -1,0 +1,140 @@
+"""Collective communication times (alpha-beta), per algorithm and topology. The only place
+these formulas live.
+
+Notation: n ranks, `message_bytes` M = the full buffer each rank holds (all-reduce input,
+all-gather output, reduce-scatter input, all-to-all send buffer), alpha = per-step latency,
+beta = achievable bandwidth per GPU per direction (link bandwidth x link efficiency).
+
+    ring all-reduce      2(n-1) alpha + 2 (n-1)/n M / beta
+    tree all-reduce      2 log2(n) alpha + 2 M / beta          (NCCL double binary tree)
+    reduce-scatter / all-gather   (n-1) alpha + (n-1)/n M / beta
+    all-to-all           (n-1) alpha + (n-1)/n M / beta        (full-bisection fabric)
+    hierarchical         reduce-scatter in the scale-up domain, all-reduce of M/g across
+                         domains, all-gather in the domain
+    torus (k1 x k2 [x k3])  bidirectional rings per dimension, the message shrinking by k_d
+                         after each dimension's reduce-scatter (and growing back in the all-gather)
+
+Placement rule (documented and applied by the performance models): ranks are numbered with
+TP innermost (consecutive GPUs, inside the scale-up domain), then CP, then EP, then PP, and DP
+outermost. A group whose members are `stride` GPUs apart has min(n, domain // stride) members
+in one scale-up domain (`ranks_per_domain`); the rest of the group is reached over the
+scale-out network, where every GPU has its own NIC (rail-optimised fat tree), or over the torus
+links. The `Network` methods take that in-domain count `g` directly, so a caller can compose
+layouts of several levels (a DP group made of EP ranks and outer DP ranks).
+
+Topologies (`topology` column, see `TOPOLOGIES`): `fat-tree` (NVSwitch-class scale-up domain,
+rail-optimised fat-tree scale-out; the default), `torus2d` and `torus3d` (scale-up domains joined
+as the nodes of a 2D or 3D torus whose links share the GPU's scale-out bandwidth).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+TOPOLOGIES = ("fat-tree", "torus2d", "torus3d")
+
+
+def ranks_per_domain(n, stride, domain):
+    """How many of a group's n members (spaced `stride` GPUs apart) share one scale-up domain."""
+    return np.clip(np.floor_divide(domain, np.maximum(stride, 1)), 1, np.maximum(n, 1))
+
+
+def _ring(n, alpha, beta, message_bytes, steps_factor, volume_factor):
+    n = np.maximum(n, 1)
+    return np.where(n > 1, steps_factor * (n - 1) * alpha + volume_factor * (n - 1) / n * message_bytes / beta, 0.0)
+
+
+def ring_all_reduce_s(n, message_bytes, alpha, beta):
+    return _ring(n, alpha, beta, message_bytes, 2.0, 2.0)
+
+
+def tree_all_reduce_s(n, message_bytes, alpha, beta):
+    n = np.maximum(n, 1)
+    return np.where(n > 1, 2.0 * np.ceil(np.log2(n)) * alpha + 2.0 * message_bytes / beta, 0.0)
+
+
+def all_reduce_flat_s(n, message_bytes, alpha, beta):
+    """NCCL picks the faster of ring and tree for each message size."""
+    return np.minimum(ring_all_reduce_s(n, message_bytes, alpha, beta),
+                      tree_all_reduce_s(n, message_bytes, alpha, beta))
+
+
+def reduce_scatter_flat_s(n, message_bytes, alpha, beta):
+    return _ring(n, alpha, beta, message_bytes, 1.0, 1.0)
+
+
+all_gather_flat_s = reduce_scatter_flat_s
+
+
+def torus_collective_s(n, message_bytes, alpha, beta_per_gpu, dims, factor):
+    """Collective over n ranks on a k^dims torus (k = n^(1/dims), dims 2 or 3 per row): per
+    dimension a bidirectional ring over the 2 of the GPU's 2*dims links in that dimension, the
+    message shrinking by k after each dimension. factor 2 = all-reduce, 1 = reduce-scatter or
+    all-gather."""
+    n = np.maximum(n, 1)
+    dims = np.asarray(dims, dtype=float)
+    k = n ** (1.0 / dims)
+    beta_dim = beta_per_gpu / dims
+    total = 0.0
+    m = message_bytes
+    for d in range(3):
+        active = d < dims
+        total = total + np.where(active, factor * ((k - 1) * alpha + (k - 1) / k * m / beta_dim), 0.0)
+        m = np.where(active, m / k, m)
+    return np.where(n > 1, total, 0.0)
+
+
+class Network:
+    """Per-row network parameters, built once per evaluation from the hardware columns."""
+
+    def __init__(self, cols: dict):
+        self.domain = np.asarray(cols["scaleup_domain"], dtype=float)
+        self.up_alpha = np.asarray(cols["scaleup_latency_s"], dtype=float)
+        self.up_beta = np.asarray(cols["scaleup_bandwidth_bytes_per_s"], dtype=float) * np.asarray(cols["scaleup_efficiency"], dtype=float)
+        self.out_alpha = np.asarray(cols["scaleout_latency_s"], dtype=float)
+        self.out_beta = np.asarray(cols["scaleout_bandwidth_bytes_per_s"], dtype=float) * np.asarray(cols["scaleout_efficiency"], dtype=float)
+        self.topology = np.asarray(cols.get("topology_code", np.zeros_like(self.domain)), dtype=np.int8)
+        self.torus_dims = np.where(self.topology == 2, 3.0, 2.0)
+
+    # -- collectives over a group of n ranks, g of them inside one scale-up domain ---------
+    def all_reduce_s(self, n, g, message_bytes):
+        inside = all_reduce_flat_s(n, message_bytes, self.up_alpha, self.up_beta)
+        across = n / g
+        hierarchical = (reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up_beta)
+                        + all_reduce_flat_s(across, message_bytes / g, self.out_alpha, self.out_beta)
+                        + all_gather_flat_s(g, message_bytes, self.up_alpha, self.up_beta))
+        switched = np.where(g >= n, inside, hierarchical)
+        if not self.topology.any():
+            return switched
+        torus_across = torus_collective_s(across, message_bytes / g, self.out_alpha, self.out_beta,
+                                          self.torus_dims, 2.0)
+        torus = (reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up_beta) + torus_across
+                 + all_gather_flat_s(g, message_bytes, self.up_alpha, self.up_beta))
+        return np.where((self.topology == 0) | (g >= n), switched, torus)
+
+    def reduce_scatter_s(self, n, g, message_bytes):
+        """Reduce-scatter (= all-gather time): inside the domain, then across domains on M/g."""
+        across = n / g
+        inner = reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up_beta)
+        outer_ring = reduce_scatter_flat_s(across, message_bytes / g, self.out_alpha, self.out_beta)
+        if self.topology.any():
+            outer_torus = torus_collective_s(across, message_bytes / g, self.out_alpha, self.out_beta,
+                                             self.torus_dims, 1.0)
+            outer_ring = np.where(self.topology == 0, outer_ring, outer_torus)
+        return inner + np.where(g >= n, 0.0, outer_ring)
+
+    all_gather_s = reduce_scatter_s
+
+    def all_to_all_s(self, n, g, message_bytes):
+        """Each rank sends M/n to every other rank; traffic leaving the domain uses the NIC."""
+        n = np.maximum(n, 1)
+        intra = (g - 1) / n * message_bytes / self.up_beta
+        inter = (n - g) / n * message_bytes / self.out_beta
+        alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
+        return np.where(n > 1, (n - 1) * alpha + np.maximum(intra, inter), 0.0)
+
+    def p2p_s(self, stride, message_bytes):
+        """Point-to-point between neighbours `stride` GPUs apart (pipeline stages, CP ring steps)."""
+        inside = stride < self.domain
+        alpha = np.where(inside, self.up_alpha, self.out_alpha)
+        beta = np.where(inside, self.up_beta, self.out_beta)
+        return alpha + message_bytes / beta

@@ -1,0 +1,86 @@
+"""Memory per GPU: weights, gradients, optimizer states (ZeRO 0-3), activations (Korthikanti et al.
+2022, generalised to GQA, gated MLPs, MoE, FlashAttention, context parallelism). One place each.
+
+Mixed-precision Adam as Megatron runs it: BF16 weights (2 B), FP32 main gradients (4 B),
+FP32 master weights + Adam m and v (12 B): 18 bytes per parameter before sharding.
+ZeRO-1 shards the optimizer states over data parallelism, ZeRO-2 also the gradients,
+ZeRO-3 also the weights (then two layers' full weights are held gathered at a time).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+WEIGHT_BYTES = 2.0
+GRAD_BYTES = 4.0
+OPTIMIZER_BYTES = 12.0
+ACT_BYTES = 2.0  # activations stay 16-bit between GEMMs, also in FP8 training
+
+
+def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction):
+    """Stored activation bytes of one layer for one micro-batch on one GPU.
+
+    Per token, terms replicated across TP ranks unless sequence parallel (R) and terms sharded
+    over TP (S), as in Korthikanti et al. eq. 1-4: for GPT (MHA, 4h GeLU MLP, dropout)
+    R = 10h, S = 24h and the attention scores 5as, giving sbh(10 + 24/t + 5as/ht).
+    recompute: 0 none, 1 selective (drops the attention-score term), 2 full (keeps the layer input).
+    FlashAttention never stores the scores (only a 4-byte log-sum-exp per head and token).
+    """
+    h, a = model.hidden, model.heads
+    drop = np.where(model.dropout, 1.0, 0.0)
+    replicated = (2 * h + 2 * h + drop * h) + (2 * h + 2 * h + drop * h)  # LN in, QKV in, mask; LN in, MLP in, mask
+    attn_sharded = 2 * model.q_dim + 2 * model.kv_dim + 2 * model.kv_dim + 2 * model.q_dim  # Q, K, V, out-proj input
+    mlp_one = np.where(model.gated, 4 * model.ffn + 2 * model.ffn, 2 * model.ffn + 2 * model.ffn)
+    moe_ffn_act = np.where(model.gated, 6 * model.moe_ffn, 4 * model.moe_ffn)
+    moe_one = model.top_k * (moe_ffn_act + 2 * h) + model.shared_experts * moe_ffn_act
+    mlp_sharded = np.where(moe_fraction > 0, moe_fraction * moe_one + (1 - moe_fraction) * mlp_one, mlp_one)
+    # softmax output (+ dropout mask and output) per head over the whole key length; FlashAttention
+    # keeps only an FP32 log-sum-exp per head.
+    scores = np.where(flash, 4.0 * a, (2.0 + 3.0 * drop) * a * model.seq_len)
+    rep_div = np.where(sp, tp, 1.0)
+    per_token = replicated / rep_div + (attn_sharded + mlp_sharded) / tp
+    score_term = np.where((recompute == 0) | flash, scores / tp, 0.0)
+    per_token = np.where(recompute == 2, 2.0 * h / rep_div, per_token + score_term)
+    return per_token * micro_batch * seq_local
+
+
+def inflight_layers(layers, pp, vp, microbatches):
+    """Layers' worth of activations the first pipeline stage holds (1F1B: p micro-batches of
+    L/p layers; interleaved: times 1 + (p-1)/(p v)); fewer when there are fewer micro-batches."""
+    interleave = np.where(vp > 1, 1 + (pp - 1) / (pp * vp), 1.0)
+    return layers / pp * np.minimum(pp, microbatches) * interleave
+
+
+def parameters_per_gpu(model, tp, pp, ep):
+    """(dense, expert) parameters held by the most loaded pipeline stage of one GPU.
+
+    Both end stages hold the vocabulary matrix (input embedding, output layer or its tied copy);
+    a single stage holds both unless they are tied."""
+    layers_per_stage = model.layers / pp
+    dense_per_layer = (model.attention_params + (model.dense_layers * model.dense_mlp_params
+                       + model.moe_layers * model.moe_replicated_params) / model.layers) / tp
+    expert_per_layer = model.moe_layers * model.expert_params / model.layers / (tp * ep)
+    vocab = model.embedding_params / tp + np.where((pp == 1) & ~model.tied, model.output_params / tp, 0.0)
+    return layers_per_stage * dense_per_layer + vocab, layers_per_stage * expert_per_layer
+
+
+def model_state_bytes(dense_params, expert_params, zero, dp_dense, dp_expert, layer_params_full):
+    """(weights, grads, optimizer) bytes per GPU for a ZeRO stage."""
+    def shard(stage_from):
+        return (np.where(zero >= stage_from, dense_params / dp_dense, dense_params)
+                + np.where(zero >= stage_from, expert_params / dp_expert, expert_params))
+    weights = WEIGHT_BYTES * shard(3) + np.where(zero >= 3, 2 * layer_params_full * WEIGHT_BYTES, 0.0)
+    grads = GRAD_BYTES * shard(2)
+    optimizer = OPTIMIZER_BYTES * shard(1)
+    return weights, grads, optimizer
+
+
+def kv_cache_bytes_per_token(model, tp, kv_bytes):
+    """KV-cache bytes one token adds per layer on one GPU (GQA/MQA aware, MLA via kv_cache_dim).
+
+    K and V of kv_heads heads are sharded over tensor parallelism; with tp > kv_heads each KV head
+    is replicated on tp/kv_heads ranks (Megatron/TensorRT-LLM), so a GPU holds at least one head.
+    An MLA latent cache (explicit `kv_cache_dim`) is not split by heads and is replicated over TP."""
+    share = np.maximum(1.0 / tp, 1.0 / np.maximum(model.kv_heads, 1))
+    per_gqa = 2.0 * model.kv_heads * model.head_dim
+    sharded = np.isclose(model.kv_cache_dim, per_gqa)
+    return model.kv_cache_dim * np.where(sharded, share, 1.0) * kv_bytes

@@ -1,0 +1,79 @@
+"""Time of one GEMM or one memory-bound kernel: the only place these formulas live.
+
+A GEMM of shape (m x k) @ (k x n), repeated `count` times, takes the longer of its compute
+time at an achievable fraction of peak and its operand traffic at an achievable fraction of
+memory bandwidth (the roofline). The achievable compute fraction falls for small GEMMs:
+tiles are under-filled and waves quantised when the smallest dimension is comparable to the
+tile size. We model it with one saturating curve per GPU generation,
+
+    efficiency = gemm_efficiency_max * d / (d + gemm_half_dim),   d = min(m, n, k),
+
+so a GEMM whose smallest side equals `gemm_half_dim` runs at half the large-GEMM efficiency.
+Both parameters are per generation (catalog/efficiency.csv), never per row.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+OUTPUT_BYTES = 2.0  # GEMM outputs are written in BF16 (FP8/FP4 GEMMs accumulate and emit BF16)
+
+
+def gemm_peak_flops_per_s(precision, hw: dict):
+    """Peak FLOP/s a GEMM at `precision` (code 0 bf16, 1 fp8, 2 fp4) can use. FP8/FP4 GEMMs reach
+    a smaller fraction of their peak than BF16 ones (scaling epilogues, power limits): the
+    per-generation `low_precision_efficiency` folds that in."""
+    low = np.asarray(hw["low_precision_efficiency"], dtype=float)
+    return np.choose(precision, [np.asarray(hw["peak_bf16_flops_per_s"], dtype=float),
+                                 hw["peak_fp8_flops_per_s"] * low, hw["peak_fp4_flops_per_s"] * low])
+
+
+def gemm_flops(m, n, k, count=1.0):
+    return 2.0 * m * n * k * count
+
+
+def gemm_bytes(m, n, k, operand_bytes, count=1.0):
+    return ((m * k + k * n) * operand_bytes + m * n * OUTPUT_BYTES) * count
+
+
+def gemm_efficiency(m, n, k, eff_max, half_dim):
+    d = np.minimum(np.minimum(m, n), k)
+    return eff_max * d / (d + half_dim)
+
+
+def gemm_time_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
+                eff_max, half_dim, memory_efficiency):
+    """Roofline time of `count` GEMMs (m x k) @ (k x n). Zero-sized GEMMs take zero time."""
+    compute = gemm_flops(m, n, k, count) / (peak_flops_per_s * gemm_efficiency(m, n, k, eff_max, half_dim))
+    memory = gemm_bytes(m, n, k, operand_bytes, count) / (memory_bandwidth_bytes_per_s * memory_efficiency)
+    return np.where(m * n * k * count > 0, np.maximum(compute, memory), 0.0)
+
+
+def gemm_is_compute_bound(m, n, k, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
+                          eff_max, half_dim, memory_efficiency):
+    compute = gemm_flops(m, n, k) / (peak_flops_per_s * gemm_efficiency(m, n, k, eff_max, half_dim))
+    memory = gemm_bytes(m, n, k, operand_bytes) / (memory_bandwidth_bytes_per_s * memory_efficiency)
+    return compute >= memory
+
+
+def stream_time_s(bytes_moved, memory_bandwidth_bytes_per_s, memory_efficiency):
+    """A memory-bound kernel (norm, softmax, activation, dropout, residual, optimizer)."""
+    return bytes_moved / (memory_bandwidth_bytes_per_s * memory_efficiency)
+
+
+def fused_attention_time_s(flops, bytes_moved, peak_flops_per_s, memory_bandwidth_bytes_per_s,
+                           eff_max, memory_efficiency):
+    """FlashAttention: HBM load of Q, K, V, tile GEMMs on chip, HBM store of O (roofline of the
+    fused kernel: its tiles are large, so the large-GEMM efficiency applies)."""
+    compute = flops / (peak_flops_per_s * eff_max)
+    memory = bytes_moved / (memory_bandwidth_bytes_per_s * memory_efficiency)
+    return np.maximum(compute, memory)
+
+
+def gemm_compute_memory_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
+                          eff_max, half_dim, memory_efficiency):
+    """(compute time, memory time) of `count` GEMMs, the two sides of `gemm_time_s`'s roofline:
+    for callers that report which side bounds each GEMM (inference breakdowns, roofline tables)."""
+    compute = gemm_flops(m, n, k, count) / (peak_flops_per_s * gemm_efficiency(m, n, k, eff_max, half_dim))
+    memory = gemm_bytes(m, n, k, operand_bytes, count) / (memory_bandwidth_bytes_per_s * memory_efficiency)
+    live = m * n * k * count > 0
+    return np.where(live, compute, 0.0), np.where(live, memory, 0.0)
