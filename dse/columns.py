@@ -171,14 +171,22 @@ def as_bool(cols: dict, name: str, default: bool) -> np.ndarray:
     return np.asarray(table, dtype=bool)[codes]
 
 
+MISSING_NAMES = {"", "nan", "none", "null", "<na>"}
+
+
 def _fill_from_catalog(cols: dict, key: str, table: pd.DataFrame, resolve, names: tuple) -> None:
     """Add (or fill NaNs of) `names` columns from the catalog rows named in cols[key]."""
     codes, uniques = categories(cols[key])
-    rows = table.loc[[resolve(u) for u in uniques]]
-    codes = codes.astype(np.intp)
+    # Rows without a name (NaN, None, "") take NaN here, so derived or explicit values fill them:
+    # one frame may mix catalog systems and technology-derived accelerators.
+    named = [str(u).strip().lower() not in MISSING_NAMES for u in uniques]
+    rows = table.loc[[resolve(u) for u, ok in zip(uniques, named) if ok]]
+    position = np.cumsum(named) - 1
+    codes = np.where(codes < 0, len(uniques), codes).astype(np.intp)
+    lookup = np.append(np.where(named, position, len(rows)), len(rows)).astype(np.intp)[codes]
     for name in names:
-        values = rows[name].to_numpy(dtype=float)
-        looked_up = values[codes]
+        values = np.append(rows[name].to_numpy(dtype=float), np.nan)
+        looked_up = values[lookup]
         if name in cols:
             given = np.asarray(cols[name])
             if given.dtype.kind == "f" and np.isnan(given).any():

@@ -100,6 +100,8 @@ OUTPUT_COLUMNS = (
     "compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s",
     "bubble_s", "optimizer_s", "weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
     "model_flops_per_step", "hardware_flops_per_step", "params", "tokens_per_step",
+    # economics (dse.hardware.economics): capex, energy per step, cost per run / per Mtoken
+    "accelerator_cost_usd", "system_capex_usd", "energy_j", "cost_per_run_usd", "cost_per_million_tokens_usd",
 )
 
 
