@@ -47,6 +47,12 @@ OPTIMIZER_TRAFFIC_BYTES = 34.0
 RESERVED_BYTES = 2.0 * 2**30
 # Fraction of attention-score FLOPs a causal FlashAttention kernel skips (masked tiles).
 CAUSAL_SKIP = 0.5
+# Dropless MoE: the most loaded expert (and the rank receiving most tokens) sets the pace. Ratio
+# of the busiest expert's load to the mean, an input column (`moe_imbalance`) with this default:
+# auxiliary-loss-balanced routers keep it near 1.1-1.3 (Fedus et al. 2022, Switch Transformer
+# Sec. 2.2; DeepSeek-V3 Sec. 2.1.2); the DGX Cloud Grok-1 rows, the only MoE training
+# measurements in dse/validation, agree with about 1.25.
+MOE_IMBALANCE = 1.25
 # FlashAttention backward recomputes the scores: 2.5x the forward FLOPs (Dao 2023, Sec. 3.1).
 FLASH_BACKWARD_FACTOR = 2.5
 
@@ -90,6 +96,7 @@ def normalized_inputs(work: dict, n: int) -> dict:
         dp_overlap=C.as_bool(work, "dp_overlap", True),
         tp_overlap=C.as_bool(work, "tp_overlap", False),
         dp_hierarchical=C.as_bool(work, "dp_hierarchical", True),
+        moe_imbalance=C.as_float(work, "moe_imbalance", MOE_IMBALANCE),
         topology_code=C.enum_codes(work, "topology", "fat-tree"),
     )
     return numeric
@@ -194,9 +201,10 @@ def training_columns(work: dict) -> dict:
     dense_mlp = gemm(tokens, up_mats * m.ffn / tp, h) + gemm(tokens, h, m.ffn / tp)
     local_experts = np.maximum(m.experts / ep, 1)
     expert_tokens = tokens * m.top_k / local_experts
+    imbalance = work["moe_imbalance"]
     moe_mlp = _only_where(m.is_moe, lambda: (
-        gemm(expert_tokens, up_mats * m.moe_ffn / tp, h, local_experts)
-        + gemm(expert_tokens, h, m.moe_ffn / tp, local_experts)
+        imbalance * (gemm(expert_tokens, up_mats * m.moe_ffn / tp, h, local_experts)
+                     + gemm(expert_tokens, h, m.moe_ffn / tp, local_experts))
         + gemm(tokens, up_mats * m.shared_experts * m.moe_ffn / tp, h)
         + gemm(tokens, h, m.shared_experts * m.moe_ffn / tp)
         + gemm(tokens, m.experts, h, peak=peak_bf16, ob=2.0)))
@@ -242,7 +250,7 @@ def training_columns(work: dict) -> dict:
     # ---- expert-parallel all-to-all: dispatch + combine per MoE layer ----
     ep_in = ranks_per_domain(ep, tp * cp, domain)
     dispatch_msg = tokens * m.top_k * h * M.ACT_BYTES / rep_div
-    ep_fwd = _only_where(ep > 1, lambda: moe_fraction * 2 * net.all_to_all_s(ep, ep_in, dispatch_msg))
+    ep_fwd = _only_where(ep > 1, lambda: moe_fraction * 2 * net.all_to_all_s(ep, ep_in, dispatch_msg * imbalance))
 
     # ---- context parallelism: ring attention passes K and V around, overlapped with attention ----
     kv_msg = tokens * 2 * m.kv_dim / tp * M.ACT_BYTES

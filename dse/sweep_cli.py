@@ -1,0 +1,263 @@
+"""`dse sweep | pareto | top | show`: run exhaustive sweeps and look at their Parquet results.
+
+    dse sweep SPACE [--out DIR] [--jobs N] [--backend loky|dask] [--scheduler ADDR] [--overwrite]
+    dse pareto RESULTS --objective step_time_s:min --objective mem_per_gpu_bytes:min [--all] [--out FILE]
+    dse top RESULTS --by tokens_per_s [-k 10] [--asc] [--all]
+    dse show RESULTS
+
+pareto and top stream the dataset reading only the objective (and `fits`) columns, then fetch the
+few selected rows; by default they consider only feasible rows (`fits`), `--all` keeps every row.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from dse.errors import ConfigError
+
+# Output columns worth showing next to the mapping, when present.
+KEY_OUTPUTS = ("step_time_s", "tokens_per_s", "mfu", "mem_per_gpu_bytes", "fits", "infeasible_reason",
+               "ttft_s", "tpot_s", "output_tokens_per_s", "cost_per_run_usd", "cost_per_million_tokens_usd")
+
+
+def _print_table(df, limit: int | None = None) -> None:
+    import pandas as pd
+    with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_rows", limit or 200,
+                           "display.float_format", "{:.6g}".format):
+        print(df.to_string(index=False) if len(df) else "(no rows)")
+
+
+def _display_columns(path, extra: list[str]) -> list[str]:
+    """Axes of the space (the varying mapping), then `extra`, then key outputs present."""
+    from dse import store
+    files = store.part_files(path) if Path(path).is_dir() else [Path(path)]
+    if not files:
+        return extra
+    import pyarrow.parquet as pq
+    have = pq.read_schema(files[0]).names
+    try:
+        axes = list((store.read_manifest(path).get("space", {}).get("content", {}).get("axes") or {}))
+    except ConfigError:
+        axes = []
+    cols = [c for c in axes if c in have]
+    for c in list(extra) + list(KEY_OUTPUTS):
+        if c in have and c not in cols:
+            cols.append(c)
+    return cols
+
+
+def _fits_mask(batch, use_fits: bool):
+    if not use_fits or "fits" not in batch.schema.names:
+        return None
+    return np.asarray(batch.column("fits").to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def cmd_sweep(args) -> int:
+    from dse.sweep import sweep
+    res = sweep(args.space, out=args.out, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
+                overwrite=args.overwrite)
+    skipped = res.chunks - res.chunks_run
+    resumed = f", {skipped} of {res.chunks} chunks already done" if skipped else ""
+    print(f"dse sweep: {res.rows:,} rows ({res.rows_written:,} new{resumed}) in {res.wall_s:.2f} s "
+          f"({res.rows_per_s:,.0f} rows/s) -> {res.path}/")
+    return 0
+
+
+def pareto_rows(path, objectives: list[str], senses: list[str], feasible_only: bool = True):
+    """Streaming Pareto front of a results dataset -> DataFrame of the front rows (all columns)."""
+    from dse import store
+    from dse.pareto import ParetoFront
+    schema_cols = objectives + ["fits"]
+    files = store.part_files(path) if Path(path).is_dir() else [Path(path)]
+    have = set()
+    if files:
+        import pyarrow.parquet as pq
+        have = set(pq.read_schema(files[0]).names)
+    for c in objectives:
+        if files and c not in have:
+            raise ConfigError(f"--objective {c}: no such column in {path}; columns: {', '.join(sorted(have))}")
+    read = [c for c in schema_cols if c in have] if files else objectives
+    front = ParetoFront(senses)
+    for fi, offset, batch in store.iter_batches(path, read):
+        vals = np.column_stack([np.asarray(batch.column(c).to_numpy(zero_copy_only=False), dtype=float)
+                                for c in objectives])
+        ids = (np.int64(fi) << 32) + offset + np.arange(batch.num_rows, dtype=np.int64)
+        m = _fits_mask(batch, feasible_only)
+        if m is not None:
+            vals, ids = vals[m], ids[m]
+        front.add(vals, ids)
+    ids = np.sort(front.ids) if front.ids is not None else np.zeros(0, np.int64)
+    df = store.take_rows(path, [(int(i >> 32), int(i & 0xFFFFFFFF)) for i in ids])
+    if len(df):
+        df = df.sort_values(objectives, ascending=[s == "min" for s in senses], kind="stable")
+    return df.reset_index(drop=True)
+
+
+def cmd_pareto(args) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dse import store
+    from dse.pareto import parse_objectives
+    objectives, senses = parse_objectives(args.objective)
+    df = pareto_rows(args.results, objectives, senses, feasible_only=not args.all)
+    out = Path(args.out) if args.out else (Path(args.results) if Path(args.results).is_dir()
+                                            else Path(args.results).parent) / "pareto.parquet"
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    try:
+        meta = store.read_manifest(args.results)
+    except ConfigError:
+        meta = {}
+    meta = dict(meta, pareto={"objectives": objectives, "senses": senses, "feasible_only": not args.all})
+    import json
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           store.META_KEY: json.dumps(meta, default=str).encode()})
+    tmp = out.with_name(f".{out.name}.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(out)
+    print(f"Pareto front of {args.results}: {len(df)} rows "
+          f"({', '.join(f'{o} {s}' for o, s in zip(objectives, senses))}) -> {out}")
+    _print_table(df[[c for c in _display_columns(args.results, objectives) if c in df.columns]], args.limit)
+    return 0
+
+
+def top_rows(path, by: str, k: int = 10, ascending: bool = False, feasible_only: bool = True):
+    """The k best rows by one column, streaming -> DataFrame (all columns)."""
+    from dse import store
+    if k <= 0:
+        raise ConfigError(f"-k {k}: give a positive number of rows")
+    files = store.part_files(path) if Path(path).is_dir() else [Path(path)]
+    have = set()
+    if files:
+        import pyarrow.parquet as pq
+        have = set(pq.read_schema(files[0]).names)
+        if by not in have:
+            raise ConfigError(f"--by {by}: no such column in {path}; columns: {', '.join(sorted(have))}")
+    read = [by] + (["fits"] if "fits" in have and by != "fits" else [])
+    best_v = np.zeros(0)
+    best_i = np.zeros(0, dtype=np.int64)
+    sign = 1.0 if ascending else -1.0
+    for fi, offset, batch in store.iter_batches(path, read):
+        v = np.asarray(batch.column(by).to_numpy(zero_copy_only=False), dtype=float) * sign
+        ids = (np.int64(fi) << 32) + offset + np.arange(batch.num_rows, dtype=np.int64)
+        keep = ~np.isnan(v)
+        m = _fits_mask(batch, feasible_only)
+        if m is not None:
+            keep &= m
+        v, ids = np.concatenate([best_v, v[keep]]), np.concatenate([best_i, ids[keep]])
+        if len(v) > k:
+            order = np.lexsort((ids, v))[:k]
+            v, ids = v[order], ids[order]
+        best_v, best_i = v, ids
+    order = np.lexsort((best_i, best_v))
+    df = store.take_rows(path, [(int(i >> 32), int(i & 0xFFFFFFFF)) for i in best_i[order]])
+    return df
+
+
+def cmd_top(args) -> int:
+    df = top_rows(args.results, args.by, args.k, args.asc, feasible_only=not args.all)
+    print(f"top {len(df)} of {args.results} by {args.by} ({'ascending' if args.asc else 'descending'})")
+    _print_table(df[[c for c in _display_columns(args.results, [args.by]) if c in df.columns]])
+    return 0
+
+
+def cmd_show(args) -> int:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from dse import store
+    path = Path(args.results)
+    m = store.read_manifest(path)
+    sp = m.get("space", {})
+    files = store.part_files(path) if path.is_dir() else [path]
+    done = len(store.done_chunks(path)) if path.is_dir() else None
+    print(f"results   {path}")
+    print(f"space     {sp.get('name')}  file={sp.get('file')}  hash={sp.get('hash')}")
+    print(f"          index size {sp.get('size', 0):,}; evaluator {m.get('evaluator')}; seed {m.get('seed')}")
+    if done is not None:
+        state = "complete" if m.get("complete") and done == m.get("n_chunks") else "incomplete (rerun `dse sweep` to resume)"
+        print(f"chunks    {done} of {m.get('n_chunks')} done (chunk size {m.get('chunk_size'):,}); {state}")
+    print(f"created   {m.get('created')}  dse {m.get('dse_version')}  git {m.get('git_revision')}")
+    pk = m.get("packages", {})
+    print("packages  " + ", ".join(f"{k} {v}" for k, v in pk.items()))
+    if not files:
+        print("rows      0")
+        return 0
+    schema = pq.read_schema(files[0])
+    axes = set((sp.get("content") or {}).get("axes") or {}) | set((sp.get("content") or {}).get("fixed") or {})
+    outputs = [f.name for f in schema if f.name not in axes]
+    numeric = [c for c in outputs if pa_is_numeric(schema.field(c).type)]
+    rows = feasible = 0
+    lo = {c: np.inf for c in numeric}
+    hi = {c: -np.inf for c in numeric}
+    read = numeric + (["fits"] if "fits" in schema.names and "fits" not in numeric else [])
+    for _, _, batch in store.iter_batches(path, read):
+        rows += batch.num_rows
+        if "fits" in batch.schema.names:
+            feasible += int(pc.sum(batch.column("fits")).as_py() or 0)
+        for c in numeric:
+            mm = pc.min_max(batch.column(c))
+            if mm["min"].as_py() is not None:
+                lo[c] = min(lo[c], mm["min"].as_py())
+                hi[c] = max(hi[c], mm["max"].as_py())
+    fits = f"; {feasible:,} fit ({feasible / rows:.1%})" if "fits" in schema.names and rows else ""
+    print(f"rows      {rows:,} in {len(files)} part files{fits}")
+    print(f"columns   {len(schema.names)}: " + ", ".join(f"{f.name}:{_short_type(f.type)}" for f in schema))
+    if numeric:
+        import pandas as pd
+        summ = pd.DataFrame({"column": numeric, "min": [lo[c] for c in numeric], "max": [hi[c] for c in numeric]})
+        _print_table(summ)
+    return 0
+
+
+def pa_is_numeric(t) -> bool:
+    import pyarrow as pa
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def _short_type(t) -> str:
+    import pyarrow as pa
+    return "dict<string>" if pa.types.is_dictionary(t) else str(t)
+
+
+def _int(text: str) -> int:
+    import argparse
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    return v
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sweep", help="evaluate every point of a space file into a Parquet dataset")
+    p.add_argument("space", help="space file (YAML), e.g. spaces/example.yaml")
+    p.add_argument("--out", help="results directory (default results/<space name>/)")
+    p.add_argument("--jobs", type=_int, default=-1, help="worker processes (-1: all cores)")
+    p.add_argument("--backend", choices=["loky", "dask"], default="loky")
+    p.add_argument("--scheduler", help="Dask scheduler address, e.g. tcp://host:8786 (with --backend dask)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace the dse results --out holds (without it a run of the same space resumes, another space is refused)")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("pareto", help="Pareto front of a results dataset; writes pareto.parquet")
+    p.add_argument("results", help="results directory (or Parquet file)")
+    p.add_argument("--objective", action="append", required=True, metavar="COL:min|max",
+                   help="objective column and sense; repeat for each objective")
+    p.add_argument("--all", action="store_true", help="include rows that do not fit (default: fits only)")
+    p.add_argument("--out", help="output file (default RESULTS/pareto.parquet)")
+    p.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
+    p.set_defaults(func=cmd_pareto)
+
+    p = sub.add_parser("top", help="the k best rows of a results dataset by one column")
+    p.add_argument("results", help="results directory (or Parquet file)")
+    p.add_argument("--by", required=True, help="column to rank by")
+    p.add_argument("-k", type=_int, default=10, help="rows (default 10)")
+    p.add_argument("--asc", action="store_true", help="smallest first (default: largest first)")
+    p.add_argument("--all", action="store_true", help="include rows that do not fit (default: fits only)")
+    p.set_defaults(func=cmd_top)
+
+    p = sub.add_parser("show", help="manifest and summary of a results dataset")
+    p.add_argument("results", help="results directory (or Parquet file)")
+    p.set_defaults(func=cmd_show)
