@@ -55,7 +55,32 @@ def bench_training(rows: int = 1_000_000, repeat: int = 3) -> dict:
             "numpy_baseline_s": baseline, "cost_vs_one_numpy_pass": elapsed / baseline}
 
 
-BENCHES = {"training": bench_training}
+def random_inference_points(n: int, seed: int = 0) -> dict:
+    """n random serving points: catalog models and systems, TP/PP splits, batches and lengths."""
+    rng = np.random.default_rng(seed)
+    tp = 2 ** rng.integers(0, 4, n)
+    pp = 2 ** rng.integers(0, 3, n)
+    return {
+        "model": pd.Categorical.from_codes(rng.integers(0, len(BENCH_MODELS), n), BENCH_MODELS),
+        "system": pd.Categorical.from_codes(rng.integers(0, len(BENCH_SYSTEMS), n), BENCH_SYSTEMS),
+        "tp": tp, "pp": pp, "gpus": tp * pp,
+        "batch": 2 ** rng.integers(0, 10, n), "isl": 2 ** rng.integers(7, 14, n), "osl": 2 ** rng.integers(5, 12, n),
+        "precision": rng.integers(0, 2, n).astype(np.int8), "kv_precision": rng.integers(0, 2, n).astype(np.int8),
+    }
+
+
+def bench_inference(rows: int = 1_000_000, repeat: int = 3) -> dict:
+    from dse.perf.inference import evaluate_inference
+    points = random_inference_points(rows)
+    evaluate_inference({k: v[:1000] for k, v in points.items()})  # warm caches
+    elapsed = _median_time(lambda: evaluate_inference(points), repeat)
+    x = np.random.default_rng(1).random(rows)
+    baseline = _median_time(lambda: np.sqrt(x * 2.0 + 1.0).sum(), max(repeat, 5))
+    return {"model": "evaluate_inference", "rows": rows, "seconds": elapsed, "rows_per_s": rows / elapsed,
+            "numpy_baseline_s": baseline, "cost_vs_one_numpy_pass": elapsed / baseline}
+
+
+BENCHES = {"training": bench_training, "inference": bench_inference}
 
 
 def run(args) -> int:

@@ -59,7 +59,8 @@ def accelerator_price(cols: dict) -> np.ndarray:
 
 def _inputs(cols: dict) -> dict[str, np.ndarray]:
     A = tables.assumptions()
-    v = {k: as_float(cols, k, A[k]) for k in ECONOMIC_INPUTS}
+    # A missing assumption column stays a scalar default (broadcast, not a full-length array).
+    v = {k: as_float(cols, k, A[k]) if k in cols else np.float64(A[k]) for k in ECONOMIC_INPUTS}
     for k in ("lifetime_years",):
         if (v[k] <= 0).any():
             raise ConfigError(f"{k}: give a positive number of years")

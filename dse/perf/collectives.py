@@ -35,12 +35,13 @@ TOPOLOGIES = ("fat-tree", "torus2d", "torus3d")
 
 def ranks_per_domain(n, stride, domain):
     """How many of a group's n members (spaced `stride` GPUs apart) share one scale-up domain."""
-    return np.clip(np.floor_divide(domain, np.maximum(stride, 1)), 1, np.maximum(n, 1))
+    return np.minimum(np.maximum(np.floor(domain / np.maximum(stride, 1)), 1.0), np.maximum(n, 1))
 
 
 def _ring(n, alpha, beta, message_bytes, steps_factor, volume_factor):
     n = np.maximum(n, 1)
-    return np.where(n > 1, steps_factor * (n - 1) * alpha + volume_factor * (n - 1) / n * message_bytes / beta, 0.0)
+    steps = n - 1  # zero for a group of one: no time
+    return steps * (steps_factor * alpha + volume_factor / n * message_bytes / beta)
 
 
 def ring_all_reduce_s(n, message_bytes, alpha, beta):
@@ -49,7 +50,7 @@ def ring_all_reduce_s(n, message_bytes, alpha, beta):
 
 def tree_all_reduce_s(n, message_bytes, alpha, beta):
     n = np.maximum(n, 1)
-    return np.where(n > 1, 2.0 * np.ceil(np.log2(n)) * alpha + 2.0 * message_bytes / beta, 0.0)
+    return (n > 1) * (2.0 * np.ceil(np.log2(n)) * alpha + 2.0 * message_bytes / beta)
 
 
 def all_reduce_flat_s(n, message_bytes, alpha, beta):
@@ -97,12 +98,14 @@ class Network:
 
     # -- collectives over a group of n ranks, g of them inside one scale-up domain ---------
     def all_reduce_s(self, n, g, message_bytes):
-        inside = all_reduce_flat_s(n, message_bytes, self.up_alpha, self.up_beta)
+        within = g >= n
         across = n / g
-        hierarchical = (reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up_beta)
+        inside = (all_reduce_flat_s(n, message_bytes, self.up_alpha, self.up_beta)
+                  if within.any() else 0.0)
+        hierarchical = (2 * reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up_beta)
                         + all_reduce_flat_s(across, message_bytes / g, self.out_alpha, self.out_beta)
-                        + all_gather_flat_s(g, message_bytes, self.up_alpha, self.up_beta))
-        switched = np.where(g >= n, inside, hierarchical)
+                        if not within.all() else 0.0)
+        switched = np.where(within, inside, hierarchical)
         if not self.topology.any():
             return switched
         torus_across = torus_collective_s(across, message_bytes / g, self.out_alpha, self.out_beta,

@@ -1,7 +1,7 @@
 """Inference latency, throughput, KV cache and feasibility for N design points at once.
 
 A request batch is served by `dp` replicas of the model, each spread over tp x pp GPUs
-(gpus = tp * pp * dp; TP innermost, then PP, DP outermost, as in dse.perf.collectives).
+(gpus = tp * pp * dp; TP innermost, then EP, then PP, DP outermost, as in dse.perf.collectives).
 Experts of MoE layers are sharded over ep x tp GPUs, EP carved out of the replicas (ep | dp),
 as in training; tokens reach their experts through an all-to-all (dispatch + combine).
 Each replica holds batch/dp sequences and runs static batching (TensorRT-LLM
@@ -15,14 +15,18 @@ Each replica holds batch/dp sequences and runs static batching (TensorRT-LLM
 One forward pass of one pipeline stage sums, per layer, the roofline time of each GEMM (size-
 dependent efficiency, dse.perf.roofline), the attention kernel (FlashAttention roofline in prefill;
 in decode a kernel that streams the KV cache, GQA aware), the memory-bound element-wise kernels,
-two TP all-reduces, the EP all-to-all, and a fixed launch overhead per kernel (`launch_overhead_s`
-x `KERNELS_PER_LAYER`); the last stage adds the LM head on one token per sequence. Decode
+two TP all-reduces, the EP all-to-all, and a fixed overhead per layer (`layer_overhead_us`: launch,
+enqueue, ramp and tail of its ~`KERNELS_PER_LAYER` kernels; falls back to `launch_overhead_s` x
+`KERNELS_PER_LAYER`); the last stage adds the LM head on one token per sequence. Decode
 reads the weights of the experts the step's tokens actually touch: with T routed tokens and
 top-k of E experts, E (1 - (1 - k/E)^T) distinct experts in expectation.
 Decode uses `decode_memory_efficiency` (streaming weights and KV cache through small GEMV-like
 kernels) and every collective pays `collective_overhead_s` (NCCL kernel launch and
-synchronisation, which dominates at decode's few-KB messages): both per GPU generation in
-catalog/efficiency.csv with their basis.
+synchronisation, which dominates at decode's few-KB messages): per GPU generation in
+catalog/efficiency.csv with their basis (explicit columns of the same names win).
+`gqa_kv_sharing` (default true): the decode attention kernel reads each KV head once for all the
+query heads of its group (FlashDecoding, XQA); false models older kernels that read it once per
+query head (used for TensorRT-LLM <= v0.6 in `dse validate`).
 
 Pipeline parallelism: the replica batch is split into mb = min(pp, b) micro-batches. Prefill takes
 (mb + pp - 1) stage passes of b/mb sequences; a decode step, in steady state, pp passes of b/mb
@@ -45,7 +49,7 @@ from dse import catalog
 from dse import columns as C
 from dse.perf import memory as M
 from dse.perf import roofline as R
-from dse.perf.collectives import Network, ranks_per_domain
+from dse.perf.collectives import Network, all_gather_flat_s, all_reduce_flat_s, ranks_per_domain
 from dse.workload import Model
 
 # Reasons a design point is infeasible (index = code; 0 = feasible). First failing check wins.
@@ -144,7 +148,9 @@ def _prepare(work: dict, n: int) -> None:
         else:
             work[name] = np.full(n, scale)
     for k, v in list(work.items()):
-        if not isinstance(v, np.ndarray):
+        if k in ("model", "system", "memory"):  # resolved into numeric columns above
+            del work[k]
+        elif not isinstance(v, np.ndarray):
             work[k] = np.asarray(v)
 
 
@@ -159,8 +165,8 @@ def _degrees(work):
 
 
 def _reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl):
-    def divides(a, b):
-        return np.mod(b, np.maximum(a, 1)) == 0
+    def divides(a, b):  # positive integer-valued floats: fmod is exact and much faster than mod
+        return np.fmod(b, np.maximum(a, 1)) == 0
 
     checks = [
         np.abs(tp * pp * dp - gpus) > 0.5,
@@ -173,10 +179,10 @@ def _reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl):
         (ep > 1) & ~m.is_moe,
     ]
     values = np.stack([tp, pp, dp, ep, batch, isl, osl])
-    bad = ((values < 1) | (np.mod(values, 1) != 0) | ~np.isfinite(values)).any(axis=0)
-    code = np.where(bad, 9, 0)
-    for i, failed in reversed(list(enumerate(checks, start=1))):
-        code = np.where((code == 0) & failed, i, code)
+    bad = ((values < 1) | (np.floor(values) != values) | ~np.isfinite(values)).any(axis=0)
+    failed = np.stack(checks)
+    first = np.argmax(failed, axis=0) + 1                # first failing check wins
+    code = np.where(bad, 9, np.where(failed.any(axis=0), first, 0))
     return code.astype(np.int8)
 
 
@@ -225,7 +231,7 @@ class _Context:
         self.moe_fraction = np.where(m.layers > 0, m.moe_layers / m.layers, 0.0)
         self.h = h
 
-    def ops(self, seqs, q_len, ctx, decode: bool) -> list[Op]:
+    def ops(self, seqs, q_len, ctx, decode: bool, detail: bool = False) -> list[Op]:
         """Kernels of one forward pass of one pipeline stage for `seqs` sequences that each add
         `q_len` tokens attending to `ctx` keys. `per_pass` multipliers count per-layer kernels
         once per layer of the model (the caller scales by layers per stage)."""
@@ -238,11 +244,14 @@ class _Context:
             peak = self.peak_gemm if peak is None else peak
             ob = self.operand if ob is None else ob
             c, mem = R.gemm_compute_memory_s(mm, nn, kk, count, ob, peak, self.bw, self.eff_max, self.half, mem_eff)
-            live = mm * nn * kk * count > 0
-            ops.append(Op(name, "gemm", mm, nn, kk, np.where(live, R.gemm_flops(mm, nn, kk, count), 0.0),
-                          np.where(live, R.gemm_bytes(mm, nn, kk, ob, count), 0.0), c, mem, per))
+            flops = nbytes = None
+            if detail:  # FLOPs and bytes only for the roofline table
+                live = mm * nn * kk * count > 0
+                flops = np.where(live, R.gemm_flops(mm, nn, kk, count), 0.0)
+                nbytes = np.where(live, R.gemm_bytes(mm, nn, kk, ob, count), 0.0)
+            ops.append(Op(name, "gemm", mm, nn, kk, flops, nbytes, c, mem, per))
 
-        dense = 1.0 - self.moe_fraction
+        dense = 1.0 - self.moe_fraction if np.any(m.is_moe) else 1.0
         gemm("qkv_proj", tokens, self.q_local + 2 * self.kv_local, h, 1.0, 1.0)
         # ---- attention core ----
         groups = m.heads / np.maximum(m.kv_heads, 1)
@@ -262,14 +271,17 @@ class _Context:
             fc = flash_flops / (self.peak_bf16 * self.hw["attention_efficiency"])
             fm = R.stream_time_s(flash_bytes, self.bw, mem_eff)
             # Unfused: scores GEMM, softmax (read + write scores, 2 B each, twice), x V GEMM.
-            sc, sm = R.gemm_compute_memory_s(q_len, ctx, m.head_dim, seqs * self.heads_local, 2.0,
-                                             self.peak_bf16, self.bw, self.eff_max, self.half, mem_eff)
-            softmax = R.stream_time_s(seqs * self.heads_local * q_len * ctx * 8.0, self.bw, mem_eff)
-            unfused_bytes = (2 * R.gemm_bytes(q_len, ctx, m.head_dim, 2.0, seqs * self.heads_local)
-                             + seqs * self.heads_local * q_len * ctx * 8.0)
-            c = np.where(self.flash, fc, 2 * sc)
-            mem = np.where(self.flash, fm, 2 * sm + softmax)
-            nbytes = np.where(self.flash, flash_bytes, unfused_bytes)
+            if np.all(self.flash):
+                c, mem, nbytes = fc, fm, flash_bytes
+            else:
+                sc, sm = R.gemm_compute_memory_s(q_len, ctx, m.head_dim, seqs * self.heads_local, 2.0,
+                                                 self.peak_bf16, self.bw, self.eff_max, self.half, mem_eff)
+                softmax = R.stream_time_s(seqs * self.heads_local * q_len * ctx * 8.0, self.bw, mem_eff)
+                unfused_bytes = (2 * R.gemm_bytes(q_len, ctx, m.head_dim, 2.0, seqs * self.heads_local)
+                                 + seqs * self.heads_local * q_len * ctx * 8.0)
+                c = np.where(self.flash, fc, 2 * sc)
+                mem = np.where(self.flash, fm, 2 * sm + softmax)
+                nbytes = np.where(self.flash, flash_bytes, unfused_bytes)
             ops.append(Op("attention", "attention", q_len, ctx, m.head_dim,
                           np.where(self.flash, flash_flops, flops_full), nbytes, c, mem, 1.0))
         gemm("attn_out_proj", tokens, h, self.q_local, 1.0, 1.0)
@@ -282,7 +294,8 @@ class _Context:
             moe = self.moe_fraction
             routed = tokens * ep                                  # tokens the EP group routes
             experts = np.maximum(m.experts, 1)
-            touched = experts * -np.expm1(routed * np.log1p(-np.minimum(m.top_k / experts, 1.0)))
+            with np.errstate(divide="ignore"):  # top_k == experts: log1p(-1) = -inf, every expert touched
+                touched = experts * -np.expm1(routed * np.log1p(-np.minimum(m.top_k / experts, 1.0)))
             touched = np.maximum(touched, np.minimum(routed * m.top_k, 1.0))
             local = touched / ep                                  # active experts on this GPU
             per_expert = routed * m.top_k / np.maximum(touched, 1e-30)
@@ -295,41 +308,57 @@ class _Context:
         act_ffn = np.where(m.gated, 6.0, 4.0)
         ffn_local = (dense * m.ffn + self.moe_fraction * m.moe_ffn * (m.top_k + m.shared_experts)) / tp
         ew_bytes = tokens * (ELEMENTWISE_HIDDEN_BYTES * h + act_ffn * ffn_local)
-        ops.append(Op("elementwise", "elementwise", tokens, h, 1.0, 0.0 * ew_bytes, ew_bytes,
-                      0.0 * ew_bytes, R.stream_time_s(ew_bytes, self.bw, mem_eff), 1.0))
+        ops.append(Op("elementwise", "elementwise", tokens, h, 1.0, 0.0, ew_bytes,
+                      0.0, R.stream_time_s(ew_bytes, self.bw, mem_eff), 1.0))
         return ops
 
-    def lm_head(self, seqs, decode: bool) -> Op:
+    def lm_head(self, seqs, decode: bool, detail: bool = False) -> Op:
         """LM head on the last token of each sequence (last stage only)."""
         mem_eff = self.decode_mem_eff if decode else self.prefill_mem_eff
         m = self.m
         c, mem = R.gemm_compute_memory_s(seqs, m.vocab / self.tp, self.h, 1.0, self.operand, self.peak_gemm,
                                          self.bw, self.eff_max, self.half, mem_eff)
-        return Op("lm_head", "gemm", seqs, m.vocab / self.tp, self.h, R.gemm_flops(seqs, m.vocab / self.tp, self.h),
-                  R.gemm_bytes(seqs, m.vocab / self.tp, self.h, self.operand), c, mem, 1.0)
+        flops = R.gemm_flops(seqs, m.vocab / self.tp, self.h) if detail else None
+        nbytes = R.gemm_bytes(seqs, m.vocab / self.tp, self.h, self.operand) if detail else None
+        return Op("lm_head", "gemm", seqs, m.vocab / self.tp, self.h, flops, nbytes, c, mem, 1.0)
 
 
 def _stage_pass(ctx: _Context, net: Network, seqs, q_len, kv_len, decode, layers_per_stage, tp, pp, ep, domain,
                 collective_overhead, layer_overhead):
     """(compute, memory, comm, overhead) seconds of one forward pass of the slowest (last) stage."""
     m = ctx.m
-    compute = 0.0
+    compute = 0.0   # per layer, then times the stage's layers
     memory = 0.0
-    for op in ctx.ops(seqs, q_len, kv_len, decode) + [ctx.lm_head(seqs, decode)]:
-        per = op.per_pass * (1.0 if op.name == "lm_head" else layers_per_stage)
-        t = np.maximum(op.compute_s, op.memory_s) * per
-        cb = op.compute_s >= op.memory_s
-        compute = compute + np.where(cb, t, 0.0)
-        memory = memory + np.where(cb, 0.0, t)
+    for op in ctx.ops(seqs, q_len, kv_len, decode):
+        t = np.maximum(op.compute_s, op.memory_s)
+        if not (isinstance(op.per_pass, float) and op.per_pass == 1.0):
+            t = t * op.per_pass
+        tc = np.where(op.compute_s >= op.memory_s, t, 0.0)
+        compute = compute + tc
+        memory = memory + (t - tc)
+    head = ctx.lm_head(seqs, decode)
+    t = np.maximum(head.compute_s, head.memory_s)
+    tc = np.where(head.compute_s >= head.memory_s, t, 0.0)
+    compute = compute * layers_per_stage + tc
+    memory = memory * layers_per_stage + (t - tc)
     tokens = seqs * q_len
     act_msg = tokens * ctx.h * M.ACT_BYTES
     tp_in = ranks_per_domain(tp, 1, domain)
-    all_reduce = np.where(tp > 1, net.all_reduce_s(tp, tp_in, act_msg) + collective_overhead, 0.0)
-    ep_in = ranks_per_domain(ep, tp * pp, domain)
-    dispatch = tokens * m.top_k * ctx.h * M.ACT_BYTES / tp
-    all_to_all = np.where(ep > 1, net.all_to_all_s(ep, ep_in, dispatch) + collective_overhead, 0.0)
-    logits_gather = np.where(tp > 1, net.all_gather_s(tp, tp_in, seqs * m.vocab * 4.0) + collective_overhead, 0.0)
-    send = np.where(pp > 1, net.p2p_s(tp, act_msg / tp) + collective_overhead, 0.0)
+    if np.all(tp_in >= tp):  # every TP group inside its scale-up domain (the usual case): skip the
+        ar = all_reduce_flat_s(tp, act_msg, net.up_alpha, net.up_beta)      # hierarchical forms
+        gather = all_gather_flat_s(tp, seqs * m.vocab * 4.0, net.up_alpha, net.up_beta)
+    else:
+        ar = net.all_reduce_s(tp, tp_in, act_msg)
+        gather = net.all_gather_s(tp, tp_in, seqs * m.vocab * 4.0)
+    all_reduce = np.where(tp > 1, ar + collective_overhead, 0.0)
+    if np.any(ep > 1):
+        ep_in = ranks_per_domain(ep, tp, domain)
+        dispatch = tokens * m.top_k * ctx.h * M.ACT_BYTES / tp
+        all_to_all = np.where(ep > 1, net.all_to_all_s(ep, ep_in, dispatch) + collective_overhead, 0.0)
+    else:
+        all_to_all = 0.0
+    logits_gather = np.where(tp > 1, gather + collective_overhead, 0.0)
+    send = np.where(pp > 1, net.p2p_s(tp * ep, act_msg / tp) + collective_overhead, 0.0)
     comm = layers_per_stage * (2 * all_reduce + ctx.moe_fraction * 2 * all_to_all) + logits_gather + send
     overhead = layer_overhead * layers_per_stage + ctx.hw["launch_overhead_s"] * KERNELS_PER_PASS
     return compute, memory, comm, overhead
@@ -455,7 +484,7 @@ def roofline_table(model, systems, batch=1, isl=2048, osl=128, tp=1, precision="
     rows = []
     for phase, q_len, kv_len, decode in (("prefill", float(isl), float(isl), False),
                                          ("decode", 1.0, float(isl) + float(osl) / 2.0, True)):
-        ops = ctx.ops(b, np.full(n, q_len), np.full(n, kv_len), decode) + [ctx.lm_head(b, decode)]
+        ops = ctx.ops(b, np.full(n, q_len), np.full(n, kv_len), decode, detail=True) + [ctx.lm_head(b, decode, detail=True)]
         for op in ops:
             if op.kind == "elementwise":
                 continue
@@ -482,4 +511,8 @@ def roofline_table(model, systems, batch=1, isl=2048, osl=128, tp=1, precision="
                     "time_s": max(c, mm),
                     "attained_flops_per_s": flops / max(c, mm),
                 })
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    order = {s: i for i, s in enumerate(systems)}
+    table["_s"] = table["system"].map(order)
+    table["_p"] = (table["phase"] == "decode").astype(int)
+    return table.sort_values(["_s", "_p"], kind="stable").drop(columns=["_s", "_p"]).reset_index(drop=True)

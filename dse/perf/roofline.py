@@ -73,7 +73,8 @@ def gemm_compute_memory_s(m, n, k, count, operand_bytes, peak_flops_per_s, memor
                           eff_max, half_dim, memory_efficiency):
     """(compute time, memory time) of `count` GEMMs, the two sides of `gemm_time_s`'s roofline:
     for callers that report which side bounds each GEMM (inference breakdowns, roofline tables)."""
-    compute = gemm_flops(m, n, k, count) / (peak_flops_per_s * gemm_efficiency(m, n, k, eff_max, half_dim))
+    with np.errstate(divide="ignore", invalid="ignore"):  # zero-sized GEMMs: 0/0, masked below
+        compute = gemm_flops(m, n, k, count) / (peak_flops_per_s * gemm_efficiency(m, n, k, eff_max, half_dim))
     memory = gemm_bytes(m, n, k, operand_bytes, count) / (memory_bandwidth_bytes_per_s * memory_efficiency)
     live = m * n * k * count > 0
     return np.where(live, compute, 0.0), np.where(live, memory, 0.0)
