@@ -19,6 +19,8 @@ COMMAND_MODULES = (
     "dse.inference_cli",
     "dse.train_cli",
     "dse.sweep_cli",
+    "dse.report_cli",
+    "dse.study_cli",
 )
 
 

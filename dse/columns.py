@@ -80,7 +80,7 @@ BLOCK_ROWS = 1 << 14
 def blockwise(fn, work: dict, n: int, block: int = BLOCK_ROWS) -> dict:
     """Apply a columns -> columns function to consecutive row blocks and join the results."""
     if n <= block:
-        return fn(work)
+        return fn({k: v[:] if isinstance(v, CatalogColumn) else v for k, v in work.items()})
     out = None
     for i in range(0, n, block):
         part = fn({k: v[i:i + block] for k, v in work.items()})
@@ -174,6 +174,38 @@ def as_bool(cols: dict, name: str, default: bool) -> np.ndarray:
 MISSING_NAMES = {"", "nan", "none", "null", "<na>"}
 
 
+class CatalogColumn:
+    """A catalog value per row kept as (row codes, one value per catalog entry): the full-length
+    column is only expanded where it is read, so block-wise evaluation looks values up per block
+    instead of writing and re-reading a million-row array per column. Behaves as a 1-D array
+    for np.asarray, len() and slicing."""
+
+    __slots__ = ("codes", "values", "has_gaps")
+    ndim = 1
+
+    def __init__(self, codes: np.ndarray, values: np.ndarray, used: np.ndarray):
+        self.codes, self.values = codes, values
+        self.has_gaps = bool(np.isnan(values[used]).any())  # a row whose value is missing
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @property
+    def shape(self):
+        return (len(self.codes),)
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    def __getitem__(self, index):
+        return self.values[self.codes[index]]
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.values[self.codes]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+
 def _fill_from_catalog(cols: dict, key: str, table: pd.DataFrame, resolve, names: tuple) -> None:
     """Add (or fill NaNs of) `names` columns from the catalog rows named in cols[key]."""
     codes, uniques = categories(cols[key])
@@ -184,15 +216,16 @@ def _fill_from_catalog(cols: dict, key: str, table: pd.DataFrame, resolve, names
     position = np.cumsum(named) - 1
     codes = np.where(codes < 0, len(uniques), codes).astype(np.intp)
     lookup = np.append(np.where(named, position, len(rows)), len(rows)).astype(np.intp)[codes]
+    used = np.zeros(len(rows) + 1, dtype=bool)
+    used[lookup] = True
     for name in names:
         values = np.append(rows[name].to_numpy(dtype=float), np.nan)
-        looked_up = values[lookup]
         if name in cols:
             given = np.asarray(cols[name])
             if given.dtype.kind == "f" and np.isnan(given).any():
-                cols[name] = np.where(np.isnan(given), looked_up.astype(float), given)
+                cols[name] = np.where(np.isnan(given), values[lookup], given)
             continue  # explicit numbers win over the catalog
-        cols[name] = looked_up
+        cols[name] = CatalogColumn(lookup, values, used)
 
 
 def resolve_model(cols: dict) -> None:
@@ -214,7 +247,10 @@ def resolve_model(cols: dict) -> None:
         if k not in cols:
             cols[k] = np.broadcast_to(np.asarray(default(), dtype=float), (n,)).copy()
             continue
-        v = np.asarray(cols[k], dtype=float)
+        v = cols[k]
+        if isinstance(v, CatalogColumn) and not v.has_gaps:
+            continue  # every row has its catalog value: nothing to fill
+        v = np.asarray(v, dtype=float)
         if np.isnan(v).any():
             with np.errstate(invalid="ignore", divide="ignore"):
                 cols[k] = np.where(np.isnan(v), default(), v)

@@ -84,7 +84,8 @@ def normalized_inputs(work: dict, n: int) -> dict:
     """Every input the model reads as a numeric array (enums as codes, defaults filled), once
     for the whole batch, so the row blocks only do arithmetic."""
     gpus, tp, pp, dp, cp, ep, vp, micro_batch, global_batch = _degrees(work, n)
-    numeric = {k: np.asarray(work[k], dtype=float) for k in C.MODEL_COLUMNS + C.HARDWARE_COLUMNS}
+    numeric = {k: work[k] if isinstance(work[k], C.CatalogColumn) else np.asarray(work[k], dtype=float)
+               for k in C.MODEL_COLUMNS + C.HARDWARE_COLUMNS}
     numeric.update(
         gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch, global_batch=global_batch,
         precision=C.enum_codes(work, "precision", "bf16"),

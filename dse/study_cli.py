@@ -1,0 +1,78 @@
+"""`dse study run|worker|show`: Optuna multi-objective studies (see dse.study).
+
+    dse study run STUDY [--budget N] [--storage URL] [--out DIR] [--seed S] [--exhaustive-check]
+        run or resume a study in this process (default storage: results/<study>/journal.log),
+        then print the Pareto front and write trials.parquet, pareto.parquet, pareto.png, manifest.json
+    dse study worker STUDY --storage postgresql+psycopg://user@host:port/db [--budget N] [--seed S]
+        join a shared study: any number of workers on any machines, together making `budget` trials
+    dse study show STUDY [--out DIR] [--rows N]
+        print the Pareto front from the Parquet rows of every worker
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dse.errors import ConfigError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("study", help="Optuna multi-objective studies: hardware x mapping Pareto fronts",
+                       description=__doc__.splitlines()[0])
+    ss = p.add_subparsers(dest="study_command", required=True)
+    for name, hlp in (("run", "run or resume a study here (embedded journal storage by default)"),
+                      ("worker", "join a shared study (PostgreSQL storage)")):
+        q = ss.add_parser(name, help=hlp)
+        q.add_argument("study", help="study file (studies/*.yaml) or its name")
+        q.add_argument("--budget", type=int, default=None, help="outer trials in total (default: the file's)")
+        q.add_argument("--storage", default=None, required=(name == "worker"),
+                       help="Optuna storage URL, e.g. postgresql+psycopg://user@host:5432/db")
+        q.add_argument("--out", default=None, help="results directory (default results/<study>)")
+        q.add_argument("--seed", type=int, default=None, help="sampler seed (default: from the study; workers: unique)")
+        q.add_argument("--quiet", action="store_true", help="print only the summary line")
+        if name == "run":
+            q.add_argument("--exhaustive-check", action="store_true",
+                           help="also sweep the (enumerable) outer space; report the hypervolume ratio")
+        q.set_defaults(func=_run, worker=(name == "worker"))
+    q = ss.add_parser("show", help="print the Pareto front of a study's results")
+    q.add_argument("study", help="study file (studies/*.yaml) or its name")
+    q.add_argument("--out", default=None, help="results directory (default results/<study>)")
+    q.add_argument("--rows", type=int, default=40, help="front rows to print (default 40)")
+    q.set_defaults(func=_show)
+
+
+def _run(args) -> int:
+    from dse import study as S
+    if args.budget is not None and args.budget < 1:
+        raise ConfigError(f"--budget {args.budget}: give a positive number of trials")
+    res = S.run_study(args.study, budget=args.budget, storage=args.storage, out=args.out,
+                      worker=args.worker, seed=args.seed,
+                      exhaustive_check=getattr(args, "exhaustive_check", False),
+                      progress=None if not args.quiet else False)
+    st = res.study
+    feas = int(res.trials["feasible"].astype(bool).sum()) if len(res.trials) else 0
+    if not args.quiet:
+        print(f"Pareto front of {st.name} ({', '.join(f'{c}:{s}' for c, s in zip(st.objectives, st.senses))}):")
+        print(S.front_table(st, res.front))
+    print(f"{st.name}: {len(res.trials)} trials in results ({res.evaluated_here} evaluated now, {feas} feasible), "
+          f"{len(res.front)} on the front, {res.wall_s:.1f} s -> {res.out}/")
+    if res.check:
+        c = res.check
+        print(f"exhaustive check: hypervolume ratio {c['hypervolume_ratio']:.4f} (study / true front, common "
+              f"reference point), {c['unique_outer_points_evaluated']:,} of {c['outer_points']:,} outer points "
+              f"evaluated ({100 * c['evaluated_fraction']:.2f}%), true front {c['true_front_points']} points, "
+              f"study front {c['study_front_points']}")
+    return 0
+
+
+def _show(args) -> int:
+    from dse import study as S
+    st = S.load_study(args.study)
+    out = Path(args.out) if args.out else st.default_out
+    if not (out / "trials").is_dir():
+        raise ConfigError(f"{out}: no study results here; run `dse study run {args.study}` first")
+    frame = S.read_trials(out)
+    front = S.pareto_rows(st, frame)
+    print(f"Pareto front of {st.name}: {len(front)} of {len(frame)} trials "
+          f"({int(frame['feasible'].astype(bool).sum()) if len(frame) else 0} feasible)")
+    print(S.front_table(st, front, max_rows=args.rows))
+    return 0
