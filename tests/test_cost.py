@@ -172,3 +172,17 @@ def test_cost_columns_in_training_results_for_catalog_and_derived():
     steps = 300e9 / run.tokens_per_step
     assert run.cost_per_run_usd == pytest.approx(run.cost_per_million_tokens_usd * 300e9 / 1e6)
     assert run.energy_j * steps > 0
+
+
+def test_inference_results_carry_cost_columns_for_catalog_and_derived_hardware():
+    frame = pd.DataFrame(dict(model="llama3.1-70b", system=["h100-sxm", None], node=[None, "n3"],
+                              die_area_mm2=[np.nan, 800.0], compute_dies=[np.nan, 2], package=[None, "cowos-l"],
+                              memory=[None, "hbm4"], memory_stacks=[np.nan, 8], scaleup=[None, "nvlink5"],
+                              scaleup_domain=[np.nan, 72], scaleout=[None, "ib-xdr"], gpus=8, tp=8,
+                              batch=64, isl=1024, osl=512, serve_tokens=1e9))
+    out = dse.evaluate_inference(frame)
+    for col in ("accelerator_cost_usd", "system_capex_usd", "energy_j", "cost_per_run_usd",
+                "cost_per_million_tokens_usd"):
+        assert np.isfinite(out[col]).all() and (out[col] > 0).all(), col
+    # cost per run = cost per token x tokens served
+    np.testing.assert_allclose(out["cost_per_run_usd"], out["cost_per_million_tokens_usd"] * 1e3, rtol=1e-9)

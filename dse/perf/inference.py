@@ -94,6 +94,8 @@ OUTPUT_COLUMNS = (
     "prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "prefill_overhead_s",
     "decode_compute_s", "decode_memory_s", "decode_comm_s", "decode_overhead_s",
     "weights_bytes", "activations_bytes", "params", "active_params",
+    # economics (dse.hardware.economics), per output token of the whole deployment
+    "accelerator_cost_usd", "system_capex_usd", "energy_j", "cost_per_run_usd", "cost_per_million_tokens_usd",
 )
 # Inference-only efficiency parameters (catalog/efficiency.csv), with the column each falls back to.
 INFERENCE_EFFICIENCY = {"decode_memory_efficiency": ("memory_efficiency", 1.0),
@@ -113,8 +115,15 @@ def evaluate_inference(frame):
     work = dict(cols)
     C.resolve_model(work)
     C.resolve_hardware(work)
+    resolved = dict(work)  # before _prepare drops the names: prices are looked up by system
     _prepare(work, n)
-    return C.pack(frame, C.blockwise(inference_columns, work, n))
+    out = C.blockwise(inference_columns, work, n)
+    # Economics of serving: one batch run (prefill + decode of `batch` sequences) is the step,
+    # its output tokens the tokens; cost_per_run_usd needs `serve_tokens`.
+    from dse.hardware import workload_costs
+    output_tokens = C.as_float(work, "batch", 1) * C.as_float(work, "osl", 1)
+    out.update(workload_costs(resolved, out["e2e_latency_s"], output_tokens, C.as_float(work, "gpus", 1)))
+    return C.pack(frame, out)
 
 
 def _prepare(work: dict, n: int) -> None:
