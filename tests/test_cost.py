@@ -2,6 +2,8 @@
 import math
 
 import numpy as np
+
+import dse
 import pandas as pd
 import pytest
 from hypothesis import given, settings
