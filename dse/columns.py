@@ -44,6 +44,8 @@ HARDWARE_COLUMNS = (
     "scaleout_bandwidth_bytes_per_s", "scaleout_latency_s", "tdp_w",
     "gemm_efficiency_max", "gemm_half_dim", "memory_efficiency",
     "scaleup_efficiency", "scaleout_efficiency", "attention_efficiency", "low_precision_efficiency", "launch_overhead_s",
+    # inference: streaming efficiency of decode kernels, fixed time per layer pass and per collective
+    "decode_memory_efficiency", "layer_overhead_s", "collective_overhead_s",
 )
 
 
@@ -275,22 +277,15 @@ def resolve_hardware(cols: dict) -> None:
         raise ConfigError(f"{missing[0]}: missing; give a `system` name, technology columns "
                           "(`node`, `die_area_mm2`, ...) or the hardware columns")
     n = _length(cols)
-    eff = catalog.efficiency().loc["derived"]
     defaults = {
         "peak_fp8_flops_per_s": as_float(cols, "peak_bf16_flops_per_s", np.nan),
         "memory_capacity_bytes": np.full(n, np.inf),
         "scaleup_bandwidth_bytes_per_s": np.full(n, 450e9), "scaleup_domain": np.full(n, 8.0),
         "scaleup_latency_s": np.full(n, 2e-6), "scaleout_bandwidth_bytes_per_s": np.full(n, 50e9),
         "scaleout_latency_s": np.full(n, 4e-6), "tdp_w": np.full(n, 700.0),
-        "gemm_efficiency_max": np.full(n, eff["gemm_efficiency_max"]),
-        "gemm_half_dim": np.full(n, eff["gemm_half_dim"]),
-        "memory_efficiency": np.full(n, eff["memory_efficiency"]),
-        "scaleup_efficiency": np.full(n, eff["scaleup_efficiency"]),
-        "scaleout_efficiency": np.full(n, eff["scaleout_efficiency"]),
-        "attention_efficiency": np.full(n, eff["attention_efficiency"]),
-        "low_precision_efficiency": np.full(n, eff["low_precision_efficiency"]),
-        "launch_overhead_s": np.full(n, eff["launch_overhead_us"] * 1e-6),
     }
+    # Hardware given as numbers takes the efficiencies of the "derived" generation.
+    defaults.update({k: np.full(n, v) for k, v in catalog.efficiency_si().loc["derived"].items()})
     for k, d in defaults.items():
         if k not in cols:
             cols[k] = d

@@ -2,13 +2,12 @@
 import math
 
 import numpy as np
-
-import dse
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dse
 from dse.errors import ConfigError
 from dse.hardware import accelerator_columns, evaluate_hardware, workload_costs
 from dse.hardware import chiplet

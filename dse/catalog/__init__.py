@@ -56,7 +56,6 @@ def _resolver(table: pd.DataFrame, kind: str, field: str):
 def systems() -> pd.DataFrame:
     """Systems with SI-unit columns added (the CSV keeps vendor units with sources)."""
     t = _read("systems.csv")
-    eff = _read("efficiency.csv").set_index("generation")
     out = pd.DataFrame({"name": t["name"]})
     out["generation"] = t["generation"]
     out["peak_bf16_flops_per_s"] = t["peak_bf16_tflops"] * 1e12
@@ -75,17 +74,25 @@ def systems() -> pd.DataFrame:
     out["scaleout_bandwidth_bytes_per_s"] = t["scaleout_gbit_per_s"] * 1e9 / 8
     out["scaleout_latency_s"] = t["scaleout_latency_us"] * 1e-6
     out["tdp_w"] = t["tdp_w"].astype(float)
-    for col in ("gemm_efficiency_max", "gemm_half_dim", "memory_efficiency",
-                "scaleup_efficiency", "scaleout_efficiency", "attention_efficiency",
-                "low_precision_efficiency"):
+    eff = efficiency_si()
+    for col in eff.columns:
         out[col] = t["generation"].map(eff[col]).astype(float)
-    out["launch_overhead_s"] = t["generation"].map(eff["launch_overhead_us"]).astype(float) * 1e-6
     return out.set_index("name", drop=False)
 
 
 @lru_cache(maxsize=None)
 def efficiency() -> pd.DataFrame:
     return _read("efficiency.csv").set_index("generation")
+
+
+@lru_cache(maxsize=None)
+def efficiency_si() -> pd.DataFrame:
+    """The per-generation efficiency parameters as model columns: fractions as they are,
+    microsecond overheads in seconds (`launch_overhead_us` -> `launch_overhead_s`)."""
+    eff = efficiency().drop(columns=["basis"]).astype(float)
+    for col in [c for c in eff.columns if c.endswith("_us")]:
+        eff[col[:-3] + "_s"] = eff.pop(col) * 1e-6
+    return eff
 
 
 @lru_cache(maxsize=None)

@@ -191,7 +191,6 @@ def accelerator_columns(cols: dict) -> dict:
         fits &= ~mask
         reason = np.where(mask, np.where(reason == "", msg, reason + "; " + msg), reason)
 
-    eff = catalog.efficiency().loc["derived"]
     out = {
         "peak_bf16_flops_per_s": peak_bf16,
         "peak_fp8_flops_per_s": peak_bf16 * A["fp8_per_bf16"],
@@ -225,10 +224,8 @@ def accelerator_columns(cols: dict) -> dict:
         "accelerator_cost_usd": price,
     }
     # Achievable fractions of peak: the catalog's "derived" generation (efficiency.csv).
-    out["launch_overhead_s"] = np.full(n, float(eff["launch_overhead_us"]) * 1e-6)
-    for k in HARDWARE_COLUMNS:
-        if k not in out and k in eff.index:
-            out[k] = np.full(n, float(eff[k]))
+    for k, v in catalog.efficiency_si().loc["derived"].items():
+        out[k] = np.full(n, v)
     for k, v in out.items():
         v = np.asarray(v, dtype=float)
         out[k] = np.where(valid, v, np.nan)

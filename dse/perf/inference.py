@@ -15,7 +15,7 @@ Each replica holds batch/dp sequences and runs static batching (TensorRT-LLM
 One forward pass of one pipeline stage sums, per layer, the roofline time of each GEMM (size-
 dependent efficiency, dse.perf.roofline), the attention kernel (FlashAttention roofline in prefill;
 in decode a kernel that streams the KV cache, GQA aware), the memory-bound element-wise kernels,
-two TP all-reduces, the EP all-to-all, and a fixed overhead per layer (`layer_overhead_us`: launch,
+two TP all-reduces, the EP all-to-all, and a fixed overhead per layer (`layer_overhead_s`: launch,
 enqueue, ramp and tail of its ~`KERNELS_PER_LAYER` kernels; falls back to `launch_overhead_s` x
 `KERNELS_PER_LAYER`); the last stage adds the LM head on one token per sequence. Decode
 reads the weights of the experts the step's tokens actually touch: with T routed tokens and
@@ -97,11 +97,6 @@ OUTPUT_COLUMNS = (
     # economics (dse.hardware.economics), per output token of the whole deployment
     "accelerator_cost_usd", "system_capex_usd", "energy_j", "cost_per_run_usd", "cost_per_million_tokens_usd",
 )
-# Inference-only efficiency parameters (catalog/efficiency.csv), with the column each falls back to.
-INFERENCE_EFFICIENCY = {"decode_memory_efficiency": ("memory_efficiency", 1.0),
-                        "layer_overhead_us": ("launch_overhead_s", 1e6 * KERNELS_PER_LAYER),
-                        "collective_overhead_us": (None, 0.0)}
-
 
 def evaluate_inference(frame):
     """Add inference results to every row of `frame` (DataFrame or mapping of arrays).
@@ -138,24 +133,6 @@ def _prepare(work: dict, n: int) -> None:
         work["kv_precision"] = np.zeros(n, dtype=np.int8)
     work["flash_attention"] = C.as_bool(work, "flash_attention", True)
     work["gqa_kv_sharing"] = C.as_bool(work, "gqa_kv_sharing", True)
-    eff = catalog.efficiency()
-    if "system" in work and "node" not in work:  # catalog system: its GPU generation's values
-        gen_codes, names = C.categories(work["system"])
-        table = catalog.systems()
-        gens = [str(table.loc[catalog.resolve_system(u), "generation"]) for u in names]
-        gens = [g if g in eff.index else "derived" for g in gens]
-    else:
-        gen_codes, gens = np.zeros(n, dtype=np.int64), ["derived"]
-    for name, (fallback, scale) in INFERENCE_EFFICIENCY.items():
-        if name in work:
-            continue
-        if name in eff.columns:
-            table = eff.loc[gens, name].to_numpy(dtype=float)
-            work[name] = table[gen_codes]
-        elif fallback is not None:
-            work[name] = np.asarray(work[fallback], dtype=float) * scale
-        else:
-            work[name] = np.full(n, scale)
     for k, v in list(work.items()):
         if k in ("model", "system", "memory"):  # resolved into numeric columns above
             del work[k]
@@ -388,8 +365,8 @@ def inference_columns(work: dict) -> dict:
     ctx = _Context(work, m, tp, ep)
     net = Network(work)
     domain = ctx.hw["scaleup_domain"]
-    overhead_coll = np.asarray(work["collective_overhead_us"], dtype=float) * 1e-6
-    overhead_layer = np.asarray(work["layer_overhead_us"], dtype=float) * 1e-6
+    overhead_coll = np.asarray(work["collective_overhead_s"], dtype=float)
+    overhead_layer = np.asarray(work["layer_overhead_s"], dtype=float)
     layers_per_stage = m.layers / pp
 
     seqs = batch / dp                                    # sequences per replica
