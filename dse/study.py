@@ -685,7 +685,11 @@ def open_storage(st: Study, out: Path):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"storage: cannot reach {_redact(url)} ({first[:160]}); check host, port, "
                           "user and that the server is running") from None
-    storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    if url.startswith("postgresql"):  # workers starting together on a fresh database: one creates the schema
+        with _pg_lock(eng, 0x647365_0001):
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    else:
+        storage = optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
     if url.startswith("postgresql"):
         key = int(hashlib.sha256(("dse-study:" + st.name).encode()).hexdigest()[:15], 16)
         return storage, lambda: _pg_lock(eng, key)
@@ -874,6 +878,8 @@ def run_study(study, budget: int | None = None, storage: str | None = None, out=
         if not todo:
             break
         batches += 1
+        if os.environ.get("DSE_STUDY_PAUSE_S"):  # tests: a window to kill a worker mid-batch
+            time.sleep(float(os.environ["DSE_STUDY_PAUSE_S"]))
         cols = outer_columns_from_params(st, params)
         rows, values, violation = evaluate_outer(st, cols, cache)
         n = len(todo)

@@ -1,0 +1,66 @@
+"""Shared pytest fixtures.
+
+postgres_url: a throwaway PostgreSQL server on loopback for the session (RECIPES.md): initdb and
+pg_ctl from Debian's /usr/lib/postgresql/*/bin, run as the `postgres` user when we are root
+(the server refuses to run as root). Skips with the reason only where no server binary exists
+(CI installs the package in .ci/run, so the tests run there).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+
+import pytest
+
+
+def _pg_bin() -> str | None:
+    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: [int(x) if x.isdigit() else x for x in d.split("/")])
+    for d in reversed(dirs):
+        if os.path.exists(os.path.join(d, "initdb")) and os.path.exists(os.path.join(d, "pg_ctl")):
+            return d
+    initdb = shutil.which("initdb")
+    return os.path.dirname(initdb) if initdb and shutil.which("pg_ctl") else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_url():
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.skip("no PostgreSQL server binary (initdb/pg_ctl) on this machine; "
+                    "install Debian's `postgresql` package (.ci/run does)")
+    root = os.geteuid() == 0
+    prefix = ["runuser", "-u", "postgres", "--"] if root else []
+    if root:
+        try:
+            import pwd
+            pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root but there is no `postgres` user to run the server as")
+    d = tempfile.mkdtemp(prefix="dse-pg-")
+    os.chmod(d, 0o755)
+    if root:
+        shutil.chown(d, "postgres")
+    data, log, port = os.path.join(d, "data"), os.path.join(d, "log"), _free_port()
+    subprocess.run(prefix + [f"{bindir}/initdb", "-D", data, "-A", "trust", "-U", "dse"],
+                   check=True, capture_output=True)
+    r = subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", data, "-l", log, "-w", "-o",
+                                 f"-k {d} -p {port} -c listen_addresses=127.0.0.1", "start"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"pg_ctl start failed: {r.stderr or r.stdout}\n{open(log).read() if os.path.exists(log) else ''}")
+    try:
+        yield f"postgresql+psycopg://dse@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"],
+                       capture_output=True)
+        shutil.rmtree(d, ignore_errors=True)

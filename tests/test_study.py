@@ -1,0 +1,219 @@
+"""dse.study: study files, nested search, resume, exhaustive check, CLI errors (exit 2)."""
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from dse import study as S
+from dse.errors import ConfigError
+from dse.pareto import pareto_mask
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = {
+    "name": "tiny",
+    "workload": {"kind": "training", "model": "llama3.1-8b", "train_tokens": 1e11,
+                 "fixed": {"global_batch": 256, "precision": "bf16"}},
+    "outer": {"fixed": {"package": "cowos-l"},
+              "axes": {"node": ["n5", "n3"], "compute_dies": [1, 2], "die_area_mm2": [500, 800],
+                       "memory": ["hbm3e"], "scaleup_domain": [8], "gpus": {"pow2": [64, 256]}}},
+    "inner": {"axes": {"tp": {"pow2": [1, 8]}, "pp": [1, 2], "dp": {"derive": "gpus / (tp * pp)"},
+                       "micro_batch": [1, 2], "recompute": ["none", "full"]},
+              "constraints": ["tp <= scaleup_domain", "global_batch % dp == 0"]},
+    "objectives": [{"time_to_train_days": "min"}, {"cost_per_run_usd": "min"}],
+    "constraints": ["tdp_w <= 1400"],
+    "sampler": "nsga2", "budget": 8, "batch_size": 4, "seed": 0,
+}
+
+
+def tiny(**kw):
+    d = copy.deepcopy(TINY)
+    d.update(kw)
+    return d
+
+
+def write(tmp_path, d, name="s.yaml"):
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(d, sort_keys=False))
+    return p
+
+
+# ----------------------------------------------------------------------------- validation
+
+@pytest.mark.parametrize("mutate, match", [
+    (lambda d: d.update(budjet=3), r"unknown key 'budjet'.*did you mean 'budget'.*allowed keys: name, description"),
+    (lambda d: d["workload"].update(tokens=1), r"workload.tokens: unknown key.*allowed keys: kind, model"),
+    (lambda d: d["outer"].update(axis={}), r"outer.axis: unknown key 'axis'.*allowed keys: fixed, axes, constraints"),
+    (lambda d: d["outer"]["axes"].update(gpus={"pow": [1, 2]}), r"outer.axes.gpus.pow: unknown key"),
+    (lambda d: d.update(objectives=[{"speed": "min"}]), r"objectives\[0\]: unknown objective column 'speed'"),
+    (lambda d: d.update(objectives=[{"cost_per_run_usd": "lowest"}]), r"direction 'lowest': use min or max"),
+    (lambda d: d.update(sampler="cmaes"), r"sampler: unknown sampler 'cmaes'; use one of nsga2, tpe, gp, random"),
+    (lambda d: d.update(budget=3), r"budget: 3 is below one batch \(4\)"),
+    (lambda d: d.update(constraints=["watts <= 3"]), r"constraints\[0\]: unknown column 'watts'"),
+    (lambda d: d["workload"].pop("train_tokens"), r"workload.train_tokens: missing"),
+    (lambda d: d["outer"]["axes"].update(gpus={"divisors_of": 512}), r"divisors_of is not supported in the outer space"),
+    (lambda d: d["inner"]["axes"].update(tp={"derive": "bogus * 2"}), r"unknown name 'bogus'"),
+])
+def test_study_file_errors(tmp_path, mutate, match):
+    d = tiny()
+    mutate(d)
+    p = write(tmp_path, d)
+    with pytest.raises(ConfigError, match=match) as exc:
+        S.load_study(p)
+    assert str(p) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_example_studies_load():
+    for f in sorted((ROOT / "studies").glob("*.yaml")):
+        st = S.load_study(f)
+        assert st.budget >= st.batch_size and st.objectives
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+def test_best_mapping_is_lexicographic_minimum():
+    from dse.space import Space
+    from dse.perf.training import evaluate_training
+    from dse.hardware import accelerator_columns
+    st = S.load_study(tiny(constraints=[]))
+    outer = {"node": np.array(["n3", "n5"], dtype=object), "compute_dies": np.array([2, 1]),
+             "die_area_mm2": np.array([800, 500]), "memory": np.array(["hbm3e"] * 2, dtype=object),
+             "scaleup_domain": np.array([8, 8]), "gpus": np.array([64, 256]),
+             "package": np.array(["cowos-l"] * 2, dtype=object)}
+    rows, values, violation = S.evaluate_outer(st, outer)
+    for i in range(2):
+        fixed = {**st.workload_fixed, "scaleup_domain": 8, "gpus": int(outer["gpus"][i])}
+        sp = Space.from_dict({"name": "x", "fixed": fixed, "axes": st.inner["axes"], "constraints": st.inner["constraints"]})
+        ch = sp.chunk(0, sp.size)
+        hw = accelerator_columns({k: v[i:i + 1] for k, v in outer.items()})
+        for k, v in hw.items():
+            ch.setdefault(k, np.repeat(v, sp.size))
+        res = evaluate_training(ch)
+        days = 1e11 / np.asarray(res["tokens_per_s"]) / 86400
+        ok = np.asarray(res["fits"]) & np.asarray(hw["hw_fits"]).repeat(sp.size)
+        if not ok.any():
+            assert violation[i] > 0 and np.isnan(values[i]).all()
+            continue
+        j = np.lexsort((np.asarray(res["cost_per_run_usd"]), np.where(ok, days, np.inf)))[0]
+        assert violation[i] == 0
+        assert values[i, 0] == pytest.approx(days[j]) and values[i, 1] == pytest.approx(res["cost_per_run_usd"][j])
+        assert rows["tp"][i] == res["tp"][j] and rows["n_mappings"][i] == sp.size
+
+
+def test_infeasible_outer_points_get_positive_violation():
+    st = S.load_study(tiny(constraints=["tdp_w <= 1"]))  # nothing satisfies it
+    outer = S.outer_columns_from_params(st, [{"node": "n3", "compute_dies": 1, "die_area_mm2": 500,
+                                              "memory": "hbm3e", "scaleup_domain": 8, "log2_gpus": 6}])
+    rows, values, violation = S.evaluate_outer(st, outer)
+    assert 0 < violation[0] <= 1 and not rows["feasible"][0]        # graded: fits, constraint unmet
+    pen = S._penalties(st, [], values)
+    assert np.isfinite(pen).all() and (pen > 0).all()
+
+
+# ----------------------------------------------------------------------------- run and resume
+
+def test_tiny_study_runs_and_resumes(tmp_path):
+    p = write(tmp_path, tiny())
+    out = tmp_path / "res"
+    r1 = S.run_study(p, out=out, progress=False)
+    assert r1.evaluated_here == 8 and len(r1.trials) == 8
+    for f in ("trials.parquet", "pareto.parquet", "pareto.png", "manifest.json", "journal.log"):
+        assert (out / f).is_file(), f
+    t = pd.read_parquet(out / "trials.parquet")
+    assert sorted(t["trial"]) == list(range(8)) and {"worker", "feasible", "tp", "node", "cost_per_run_usd"} <= set(t.columns)
+    assert len(r1.front) >= 1 and r1.front["feasible"].all()
+    r2 = S.run_study(p, out=out, progress=False)                 # resume: nothing left to do
+    assert r2.evaluated_here == 0 and r2.n_trials == 8
+    r3 = S.run_study(p, out=out, budget=12, progress=False)      # a larger budget continues
+    assert r3.evaluated_here == 4 and sorted(S.read_trials(out)["trial"]) == list(range(12))
+    # the front is the non-dominated feasible set of the Parquet rows, and Optuna agrees
+    import optuna
+    stor, _ = S.open_storage(S.load_study(p), out)
+    ost = optuna.load_study(study_name="tiny", storage=stor)
+    best = {t.number for t in ost.best_trials}
+    assert best == set(r3.front["trial"]) | (best - set(r3.trials["trial"]))
+    assert set(r3.front["trial"]) == best
+
+
+def test_changed_study_file_is_refused(tmp_path):
+    out = tmp_path / "res"
+    S.run_study(tiny(), out=out, progress=False)
+    with pytest.raises(ConfigError, match="different study file"):
+        S.run_study(tiny(objectives=[{"time_to_train_days": "min"}, {"energy_j": "min"}]), out=out, progress=False)
+
+
+# ----------------------------------------------------------------------------- exhaustive check
+
+def test_hv_ratio_math():
+    st = S.load_study(tiny())
+    true = np.array([[1.0, 4.0], [2.0, 2.0], [4.0, 1.0]])
+    r = S.hv_ratio(st, true, true)
+    assert r["hypervolume_ratio"] == pytest.approx(1.0)
+    # reference = worst + 10% of range = (4.3, 4.3); true HV = 3.3*0.3 + 2.3*2.0 + 0.3*... computed by hand
+    ref = np.array(r["reference_point"])
+    assert ref == pytest.approx([4.3, 4.3])
+    hv_true = (2 - 1) * (4.3 - 4) + (4 - 2) * (4.3 - 2) + (4.3 - 4) * (4.3 - 1)
+    assert r["hypervolume_true"] == pytest.approx(hv_true)
+    r2 = S.hv_ratio(st, true, true[1:2])
+    assert r2["hypervolume_ratio"] == pytest.approx((4.3 - 2) * (4.3 - 2) / hv_true)
+
+
+def test_exhaustive_check_on_tiny_space(tmp_path):
+    out = tmp_path / "res"
+    res = S.run_study(tiny(sampler="random"), out=out, exhaustive_check=True, progress=False)
+    c = res.check
+    assert c["outer_points"] == 2 * 2 * 2 * 3
+    assert c["evaluated_fraction"] == pytest.approx(c["unique_outer_points_evaluated"] / 24)
+    assert 0 <= c["hypervolume_ratio"] <= 1 + 1e-12
+    ex = pd.read_parquet(out / "exhaustive.parquet")
+    assert len(ex) == 24
+    # a study that saw every outer point has ratio 1
+    st = S.load_study(tiny())
+    feas = ex[ex["feasible"]]
+    v = feas[st.objectives].to_numpy(float)
+    tf = v[pareto_mask(v, st.senses)]
+    assert S.hv_ratio(st, tf, v)["hypervolume_ratio"] == pytest.approx(1.0)
+    # the study's trial rows agree with the exhaustive rows of the same outer point
+    key = ["node", "compute_dies", "die_area_mm2", "gpus"]
+    m = res.trials.astype({"node": str}).merge(ex.astype({"node": str}), on=key, suffixes=("", "_ex"))
+    assert np.allclose(m["cost_per_run_usd"].fillna(-1), m["cost_per_run_usd_ex"].fillna(-1))
+    assert "exhaustive_check" in __import__("json").loads((out / "manifest.json").read_text())
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "dse.cli", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.mark.parametrize("mutate, extra, match", [
+    (lambda d: d.update(objectives=[{"speed": "min"}]), [], "unknown objective column 'speed'"),
+    (lambda d: d.update(objectives=[{"cost_per_run_usd": "up"}]), [], "direction 'up'"),
+    (lambda d: None, ["--budget", "2"], "below one batch"),
+    (lambda d: None, ["--storage", "postgresql://nobody@127.0.0.1:1/none"], "storage: cannot reach"),
+])
+def test_cli_bad_input_one_line_exit_2(tmp_path, mutate, extra, match):
+    d = tiny()
+    mutate(d)
+    p = write(tmp_path, d)
+    r = _cli("study", "run", str(p), "--out", str(tmp_path / "r"), *extra, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert match in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_cli_run_and_show(tmp_path):
+    p = write(tmp_path, tiny(name="clitiny"))
+    r = _cli("study", "run", str(p), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Pareto front of clitiny" in r.stdout and "8 trials" in r.stdout
+    assert (tmp_path / "results" / "clitiny" / "pareto.png").is_file()
+    r = _cli("study", "show", str(p), cwd=tmp_path)
+    assert r.returncode == 0 and "Pareto front of clitiny" in r.stdout and "time_to_train_days" in r.stdout

@@ -1,0 +1,95 @@
+"""Shared studies on a real PostgreSQL server: two workers at once, and a worker killed mid-batch."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from dse import study as S
+from test_study import tiny  # noqa: E402 (pytest puts tests/ on sys.path)
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.postgres
+
+
+def _worker(study_file, url, out, budget, env_extra=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    return subprocess.Popen([sys.executable, "-m", "dse.cli", "study", "worker", str(study_file), "--storage", url,
+                             "--out", str(out), "--budget", str(budget), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _optuna_study(name, url):
+    import optuna
+    return optuna.load_study(study_name=name, storage=url)
+
+
+def _space(name):
+    # a larger outer space than the unit tests' (so two workers rarely propose the same point)
+    d = tiny(name=name, budget=48, batch_size=8)
+    d["outer"]["axes"]["die_area_mm2"] = [400, 500, 600, 700, 800]
+    d["outer"]["axes"]["node"] = ["n7", "n5", "n3", "n2"]
+    return d
+
+
+def test_two_workers_share_one_budget(tmp_path, postgres_url):
+    from optuna.trial import TrialState
+    p = tmp_path / "pg2.yaml"
+    p.write_text(yaml.safe_dump(_space("pg2"), sort_keys=False))
+    out = tmp_path / "res"
+    procs = [_worker(p, postgres_url, out, 48, env_extra={"DSE_STUDY_PAUSE_S": "0.5"})  # overlap for sure
+             for _ in range(2)]
+    for pr in procs:
+        o, e = pr.communicate(timeout=120)
+        assert pr.returncode == 0, e
+    ost = _optuna_study("pg2", postgres_url)
+    trials = ost.get_trials()
+    assert len(trials) == 48 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert sorted(t.number for t in trials) == list(range(48))
+    rows = S.read_trials(out)                       # union of both workers' part files, one row per trial
+    assert sorted(rows["trial"]) == list(range(48))
+    workers = {t.user_attrs["worker"] for t in trials}
+    assert set(rows["worker"]) == workers and len(workers) == 2  # both took part
+    st = S.load_study(p)
+    front = S.pareto_rows(st, rows)
+    assert set(front["trial"]) == {t.number for t in ost.best_trials}
+    by_number = {t.number: t for t in trials}
+    for _, r in front.iterrows():
+        assert np.allclose(by_number[int(r["trial"])].values, r[st.objectives].to_numpy(float))
+
+
+def test_killed_worker_loses_nothing(tmp_path, postgres_url):
+    from optuna.trial import TrialState
+    p = tmp_path / "pgkill.yaml"
+    p.write_text(yaml.safe_dump(_space("pgkill"), sort_keys=False))
+    out = tmp_path / "res"
+    pr = _worker(p, postgres_url, out, 24, env_extra={"DSE_STUDY_PAUSE_S": "30"})
+    deadline = time.time() + 60
+    running = []
+    while time.time() < deadline:
+        try:
+            running = [t for t in _optuna_study("pgkill", postgres_url).get_trials()
+                       if t.state == TrialState.RUNNING]
+        except KeyError:
+            running = []
+        if len(running) == 8:              # the whole batch asked; the worker now pauses 30 s
+            break
+        time.sleep(0.3)
+    assert running, "the worker never asked a batch"
+    pr.send_signal(signal.SIGKILL)                 # mid-batch: trials asked, nothing told
+    pr.communicate(timeout=30)
+    assert len(running) == 8
+    pr2 = _worker(p, postgres_url, out, 24)
+    o, e = pr2.communicate(timeout=120)
+    assert pr2.returncode == 0, e
+    trials = _optuna_study("pgkill", postgres_url).get_trials()
+    assert len(trials) == 24 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert all(trials[t.number].user_attrs.get("adopted") for t in running)
+    assert sorted(S.read_trials(out)["trial"]) == list(range(24))
