@@ -152,7 +152,8 @@ def system_hardware(systems) -> pd.DataFrame:
     from dse import columns as C
     cols = {"system": np.asarray(list(systems), dtype=object)}
     C.resolve_hardware(cols)
-    frame = pd.DataFrame({k: cols[k] for k in ("system",) + C.HARDWARE_COLUMNS})
+    frame = pd.DataFrame({"system": cols["system"],
+                          **{k: np.asarray(cols[k], dtype=float) for k in C.HARDWARE_COLUMNS}})
     return frame.set_index("system")
 
 
