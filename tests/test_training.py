@@ -253,3 +253,40 @@ def test_blocks_give_the_same_answer_as_one_pass(monkeypatch):
     blocked = dse.evaluate_training(pts)
     np.testing.assert_array_equal(whole["step_time_s"], blocked["step_time_s"])
     np.testing.assert_array_equal(whole["infeasible_reason"], blocked["infeasible_reason"])
+
+
+# ---- the command line ----
+
+def _dse(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "dse.cli", *args], capture_output=True, text=True)
+
+
+def test_cli_train_rejects_an_impossible_single_request_in_one_line():
+    r = _dse("train", "--model", "gpt3-175b", "--system", "a100-80gb", "--gpus", "64", "--tp", "7",
+             "--pp", "8", "--global-batch", "64")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("dse: error: gpus:")
+    assert "Traceback" not in r.stderr
+    r = _dse("train", "--model", "gpt3-175x", "--system", "a100-80gb", "--gpus", "64")
+    assert r.returncode == 2 and "gpt3-175b" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_cli_train_prints_the_breakdown():
+    r = _dse("train", "--model", "gpt3-175b", "--system", "a100-80gb", "--gpus", "64", "--tp", "8", "--pp", "8",
+             "--vp", "3", "--global-batch", "64", "--recompute", "selective", "--flash-attention", "off",
+             "--dp-overlap", "off")
+    assert r.returncode == 0, r.stderr
+    step = float(r.stdout.split()[1])
+    assert abs(step / 13.75 - 1) < 0.06  # Korthikanti et al. Table 5 measured 13.75 s
+
+
+def test_cli_validate_json_has_rows_and_summary():
+    import json
+    r = _dse("validate", "--json", "--suite", "training")
+    assert r.returncode == 0, r.stderr
+    payload = json.loads(r.stdout)
+    assert len(payload["rows"]) == 217
+    sources = {row["source"] for row in payload["summary"]}
+    assert {"Korthikanti 2022 Table 5", "ALL training"} <= sources
