@@ -214,6 +214,19 @@ def _parse_axis(ctx: _Ctx, name: str, raw) -> AxisSpec:
     return AxisSpec(name, "derive", exprs=(str(v),), real=real)
 
 
+def parse_constraints(ctx: _Ctx, raw, example: str = "'tp * pp <= 64'") -> list[str]:
+    """The `constraints:` entry of a space or study file: one expression or a list of them."""
+    cons = raw or []
+    if isinstance(cons, str):
+        cons = [cons]
+    if not isinstance(cons, (list, tuple)):
+        raise ctx.error("constraints", f"expected a list of expressions such as {example}")
+    for i, c in enumerate(cons):
+        if not isinstance(c, str):
+            raise ctx.error(f"constraints[{i}]", f"expected an expression string, got {c!r}")
+    return list(cons)
+
+
 def parse_spec(raw, source: str, name: str | None = None) -> SpaceSpec:
     """Validate a parsed space mapping into a SpaceSpec (ConfigError on any problem)."""
     ctx = _Ctx(source)
@@ -256,14 +269,7 @@ def parse_spec(raw, source: str, name: str | None = None) -> SpaceSpec:
         if k in fixed:
             raise ctx.error(f"axes.{k}", f"'{k}' is also under fixed; keep it in one place")
         axes.append(_parse_axis(ctx, k, v))
-    cons_raw = raw.get("constraints") or []
-    if isinstance(cons_raw, str):
-        cons_raw = [cons_raw]
-    if not isinstance(cons_raw, (list, tuple)):
-        raise ctx.error("constraints", "expected a list of expressions")
-    for i, c in enumerate(cons_raw):
-        if not isinstance(c, str):
-            raise ctx.error(f"constraints[{i}]", f"expected an expression string, got {c!r}")
+    cons_raw = parse_constraints(ctx, raw.get("constraints"))
     if not fixed and not axes:
         raise ctx.error("axes", "the space is empty; give fixed columns and/or axes")
     return SpaceSpec(name=nm, evaluator=ev, seed=seed, chunk_size=cs, description=str(desc),

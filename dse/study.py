@@ -102,7 +102,7 @@ import pandas as pd
 
 from dse import store
 from dse.errors import ConfigError
-from dse.space import Expr, Space, _Ctx, _check_keys, _int, _parse_axis, parse_spec
+from dse.space import Expr, Space, _Ctx, _check_keys, _int, _parse_axis, parse_constraints, parse_spec
 
 TOP_KEYS = ("name", "description", "workload", "outer", "inner", "objectives", "constraints",
             "sampler", "budget", "batch_size", "seed", "storage", "stale_after_s")
@@ -284,14 +284,8 @@ def load_study(path_or_mapping, budget: int | None = None, storage: str | None =
     known = _known_output_columns(kind) | set(fixed) | set(outer.get("axes") or {}) | set(outer.get("fixed") or {}) \
         | set(inner.get("axes") or {}) | set(inner.get("fixed") or {})
     names, senses = _objectives(ctx, raw.get("objectives"), known)
-    cons = raw.get("constraints") or []
-    if isinstance(cons, str):
-        cons = [cons]
-    if not isinstance(cons, (list, tuple)):
-        raise ctx.error("constraints", "expected a list of expressions such as 'tdp_w <= 1500'")
+    cons = parse_constraints(ctx, raw.get("constraints"), "'tdp_w <= 1500'")
     for i, c in enumerate(cons):
-        if not isinstance(c, str):
-            raise ctx.error(f"constraints[{i}]", f"expected an expression string, got {c!r}")
         ex = Expr(c, ctx, f"constraints[{i}]")
         for nm in ex.names:
             if nm not in known:
