@@ -26,20 +26,21 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     FlashAttention never stores the scores (only a 4-byte log-sum-exp per head and token).
     """
     h, a = model.hidden, model.heads
-    drop = np.where(model.dropout, 1.0, 0.0)
-    replicated = (2 * h + 2 * h + drop * h) + (2 * h + 2 * h + drop * h)  # LN in, QKV in, mask; LN in, MLP in, mask
-    attn_sharded = 2 * model.q_dim + 2 * model.kv_dim + 2 * model.kv_dim + 2 * model.q_dim  # Q, K, V, out-proj input
-    mlp_one = np.where(model.gated, 4 * model.ffn + 2 * model.ffn, 2 * model.ffn + 2 * model.ffn)
-    moe_ffn_act = np.where(model.gated, 6 * model.moe_ffn, 4 * model.moe_ffn)
-    moe_one = model.top_k * (moe_ffn_act + 2 * h) + model.shared_experts * moe_ffn_act
-    mlp_sharded = np.where(moe_fraction > 0, moe_fraction * moe_one + (1 - moe_fraction) * mlp_one, mlp_one)
+    drop = model.dropout * 1.0
+    replicated = (8.0 + 2.0 * drop) * h  # per block: LN input, GEMM input, dropout mask (x2 blocks)
+    attn_sharded = 4.0 * (model.q_dim + model.kv_dim)  # Q, K, V, out-proj input (16-bit)
+    act_per_ffn = model.mlp_mats * 2.0  # GeLU: its input and output; gated: both projections + output
+    mlp_sharded = act_per_ffn * model.ffn
+    if np.any(moe_fraction > 0):
+        moe_one = (model.top_k + model.shared_experts) * act_per_ffn * model.moe_ffn + model.top_k * 2 * h
+        mlp_sharded = mlp_sharded + moe_fraction * (moe_one - mlp_sharded)
     # softmax output (+ dropout mask and output) per head over the whole key length; FlashAttention
     # keeps only an FP32 log-sum-exp per head.
     scores = np.where(flash, 4.0 * a, (2.0 + 3.0 * drop) * a * model.seq_len)
     rep_div = np.where(sp, tp, 1.0)
     per_token = replicated / rep_div + (attn_sharded + mlp_sharded) / tp
-    score_term = np.where((recompute == 0) | flash, scores / tp, 0.0)
-    per_token = np.where(recompute == 2, 2.0 * h / rep_div, per_token + score_term)
+    per_token = np.where(recompute == 0, per_token + scores / tp,
+                         np.where(recompute == 2, 2.0 * h / rep_div, per_token + flash * scores / tp))
     return per_token * micro_batch * seq_local
 
 

@@ -66,8 +66,9 @@ def evaluate_training(frame):
     work = dict(cols)
     C.resolve_model(work)
     C.resolve_hardware(work)
+    inputs = normalized_inputs(work, n)
     with np.errstate(divide="ignore", invalid="ignore"):  # infeasible rows may divide by zero
-        out = C.blockwise(training_columns, normalized_inputs(work, n), n)
+        out = C.blockwise(training_columns, inputs, n)
     code = out.pop("reason_code")
     reason = REASONS[code]
     if "hw_fits" in work:  # derived accelerators may be impossible to build
@@ -76,7 +77,7 @@ def evaluate_training(frame):
         out["fits"] = out["fits"] & ~hw_bad
     out["infeasible_reason"] = reason
     from dse.hardware import workload_costs  # cost columns: capex, energy, cost per run / per Mtoken
-    out.update(workload_costs(work, out["step_time_s"], out["tokens_per_step"], _degrees(work, n)[0]))
+    out.update(workload_costs(work, out["step_time_s"], out["tokens_per_step"], inputs["gpus"]))
     return C.pack(frame, out)
 
 
@@ -152,10 +153,11 @@ def _reason_codes(m, gpus, tp, pp, dp, cp, ep, vp, micro_batch, global_batch):
     for x in (tp, pp, cp, ep, vp, micro_batch, global_batch):
         bad_degree |= ~(x >= 1) | (np.floor(x) != x)  # also catches NaN
     code = np.zeros(len(gpus), dtype=np.int8)
-    code = np.where(bad_degree, 10, code)
-    for i, failed in enumerate(checks, start=1):
-        code = np.where((code == 0) & failed, i, code)
-    return code.astype(np.int8)
+    # Last check first, so that where several fail the first one's code stays.
+    for i, failed in reversed(list(enumerate(checks, start=1))):
+        np.putmask(code, failed, i)
+    np.putmask(code, bad_degree, 10)
+    return code
 
 
 def _only_where(mask, compute, otherwise=0.0):
