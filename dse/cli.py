@@ -47,6 +47,10 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"dse: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `dse top ... | head`: the reader left; not an error
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("dse: interrupted; results written so far are kept", file=sys.stderr)
         return 130

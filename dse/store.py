@@ -281,7 +281,8 @@ def write_part(path, chunk_id: int, table: pa.Table | None) -> int:
 
 # ----------------------------------------------------------------------------- reading
 
-def _resolve_files(path) -> list[Path]:
+def result_files(path) -> list[Path]:
+    """The Parquet files of a results directory (or the one file given); ConfigError if none."""
     p = Path(path)
     if p.is_file():
         return [p]
@@ -310,7 +311,7 @@ def read_results(path, columns: list[str] | None = None) -> pd.DataFrame:
 
     String columns come back as pandas Categoricals.
     """
-    files = _resolve_files(path)
+    files = result_files(path)
     schema = _schema(files)
     _check_columns(path, schema, columns)
     if not files:
@@ -322,7 +323,7 @@ def read_results(path, columns: list[str] | None = None) -> pd.DataFrame:
 
 def iter_batches(path, columns: list[str] | None = None, batch_size: int = 1 << 18):
     """Stream (file index, row offset in file, RecordBatch) over the dataset reading only `columns`."""
-    files = _resolve_files(path)
+    files = result_files(path)
     _check_columns(path, _schema(files), columns)
     for fi, f in enumerate(files):
         pf = pq.ParquetFile(f)
@@ -334,7 +335,7 @@ def iter_batches(path, columns: list[str] | None = None, batch_size: int = 1 << 
 
 def take_rows(path, picks: list[tuple[int, int]], columns: list[str] | None = None) -> pd.DataFrame:
     """Rows by (file index, row in file), in the given order: a small selection of a large dataset."""
-    files = _resolve_files(path)
+    files = result_files(path)
     if not picks:
         t = pq.read_schema(files[0]).empty_table() if files else pa.table({})
         return t.to_pandas()
@@ -352,4 +353,4 @@ def take_rows(path, picks: list[tuple[int, int]], columns: list[str] | None = No
 
 
 def count_rows(path) -> int:
-    return sum(pq.read_metadata(f).num_rows for f in _resolve_files(path))
+    return sum(pq.read_metadata(f).num_rows for f in result_files(path))

@@ -31,7 +31,7 @@ def _print_table(df, limit: int | None = None) -> None:
 def _display_columns(path, extra: list[str]) -> list[str]:
     """Axes of the space (the varying mapping), then `extra`, then key outputs present."""
     from dse import store
-    files = store.part_files(path) if Path(path).is_dir() else [Path(path)]
+    files = store.result_files(path)
     if not files:
         return extra
     import pyarrow.parquet as pq
@@ -69,7 +69,7 @@ def pareto_rows(path, objectives: list[str], senses: list[str], feasible_only: b
     from dse import store
     from dse.pareto import ParetoFront
     schema_cols = objectives + ["fits"]
-    files = store.part_files(path) if Path(path).is_dir() else [Path(path)]
+    files = store.result_files(path)
     have = set()
     if files:
         import pyarrow.parquet as pq
@@ -127,7 +127,7 @@ def top_rows(path, by: str, k: int = 10, ascending: bool = False, feasible_only:
     from dse import store
     if k <= 0:
         raise ConfigError(f"-k {k}: give a positive number of rows")
-    files = store.part_files(path) if Path(path).is_dir() else [Path(path)]
+    files = store.result_files(path)
     have = set()
     if files:
         import pyarrow.parquet as pq

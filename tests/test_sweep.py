@@ -299,3 +299,13 @@ def test_parse_objectives():
         parse_objectives(["a:up"])
     with pytest.raises(ConfigError):
         parse_objectives([])
+
+
+def test_analysis_commands_on_a_missing_results_path_exit_2(tmp_path, capsys):
+    from dse.cli import main
+    missing = str(tmp_path / "nothing-here")
+    assert main(["top", missing, "--by", "mfu"]) == 2
+    assert main(["pareto", missing, "--objective", "mfu:max"]) == 2
+    assert main(["show", missing]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all("no such results directory" in line for line in err)
