@@ -479,8 +479,8 @@ def roofline_table(model, systems, batch=1, isl=2048, osl=128, tp=1, precision="
             for i, system in enumerate(systems):
                 flops = float(np.broadcast_to(op.flops, (n,))[i])
                 nbytes = float(np.broadcast_to(op.bytes, (n,))[i])
-                if flops <= 0:
-                    continue
+                if flops <= 0 or float(np.broadcast_to(op.per_pass, (n,))[i]) <= 0:
+                    continue  # absent from this model (e.g. the dense MLP of an all-MoE model)
                 c = float(np.broadcast_to(op.compute_s, (n,))[i])
                 mm = float(np.broadcast_to(op.memory_s, (n,))[i])
                 rows.append({
