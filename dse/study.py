@@ -102,7 +102,8 @@ import pandas as pd
 
 from dse import store
 from dse.errors import ConfigError
-from dse.space import Expr, Space, _Ctx, _check_keys, _int, _parse_axis, parse_constraints, parse_spec
+from dse.space import (Expr, Space, _check_keys, _Ctx, _int, _parse_axis, parse_constraints, parse_spec,
+                       read_yaml)
 
 TOP_KEYS = ("name", "description", "workload", "outer", "inner", "objectives", "constraints",
             "sampler", "budget", "batch_size", "seed", "storage", "stale_after_s")
@@ -221,7 +222,6 @@ def load_study(path_or_mapping, budget: int | None = None, storage: str | None =
     if isinstance(path_or_mapping, Mapping):
         raw, src = dict(path_or_mapping), f"study '{path_or_mapping.get('name', '?')}'"
     else:
-        import yaml
         p = Path(path_or_mapping)
         src = str(path_or_mapping)
         if not p.is_file():
@@ -230,12 +230,7 @@ def load_study(path_or_mapping, budget: int | None = None, storage: str | None =
                 p, src = alt, str(alt)
             else:
                 raise ConfigError(f"{src}: no such study file; give the path of a YAML file (see studies/)")
-        try:
-            raw = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-            raise ConfigError(f"{src}: malformed YAML{where}: {getattr(exc, 'problem', None) or exc}; fix the syntax") from None
+        raw = read_yaml(p, "study")
         if raw is None:
             raise ConfigError(f"{src}: the file is empty; see studies/quickstart.yaml for the keys")
     ctx = _Ctx(src)
