@@ -9,12 +9,14 @@ from functools import cached_property
 
 import numpy as np
 
+from dse.columns import real
+
 
 class Model:
     """Model columns as float arrays, plus the derived quantities every stage needs."""
 
     def __init__(self, cols: dict):
-        f = lambda k: np.asarray(cols[k], dtype=float)  # noqa: E731
+        f = lambda k: real(cols[k])  # noqa: E731
         self.layers, self.hidden, self.heads = f("layers"), f("hidden"), f("heads")
         self.kv_heads, self.head_dim, self.ffn = f("kv_heads"), f("head_dim"), f("ffn_hidden")
         self.vocab, self.seq_len = f("vocab"), f("seq_len")
@@ -34,7 +36,7 @@ class Model:
         self.kv_cache_dim = np.where(kv_dim > 0, kv_dim, 2 * self.kv_heads * self.head_dim)
         self.q_dim = self.heads * self.head_dim
         self.kv_dim = self.kv_heads * self.head_dim
-        self.mlp_mats = np.where(self.gated, 3.0, 2.0)  # gated MLPs (SwiGLU) have gate+up+down
+        self.mlp_mats = (2 + self.gated).astype(self.hidden.dtype)  # gated MLPs (SwiGLU): gate+up+down
 
     # -- parameters -----------------------------------------------------------------------
     @cached_property

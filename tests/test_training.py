@@ -85,7 +85,7 @@ def test_breakdown_adds_up_to_step_time():
                                                              ep=8, global_batch=256)]))
     parts = out[["compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s",
                  "bubble_s", "optimizer_s"]].sum(axis=1)
-    np.testing.assert_allclose(parts, out["step_time_s"], rtol=1e-9)
+    np.testing.assert_allclose(parts, out["step_time_s"], rtol=1e-6)  # float32 arithmetic
     assert out.loc[1, "ep_comm_s"] > 0
 
 
@@ -187,7 +187,8 @@ def test_more_bandwidth_or_flops_is_never_slower(p, column, factor):
     row = _rows(p)
     slow = _eval([row], {column: 1.0})
     fast = _eval([row], {column: factor})
-    assert fast["step_time_s"][0] <= slow["step_time_s"][0] * (1 + 1e-12)
+    # the model computes in float32: "never slower" up to its rounding (1e-6 relative)
+    assert fast["step_time_s"][0] <= slow["step_time_s"][0] * (1 + 1e-6)
 
 
 @settings(max_examples=60, deadline=None)
@@ -196,8 +197,8 @@ def test_recompute_never_uses_more_activation_memory(p):
     rows = [_rows(p, recompute=r) for r in ("none", "selective", "full")]
     out = _eval(rows)
     act = out["activations_bytes"]
-    assert act[1] <= act[0] + 1e-6 and act[2] <= act[1] + 1e-6
-    assert out["step_time_s"][2] >= out["step_time_s"][0] - 1e-12  # recompute costs time
+    assert act[1] <= act[0] * (1 + 1e-6) and act[2] <= act[1] * (1 + 1e-6)
+    assert out["step_time_s"][2] >= out["step_time_s"][0] * (1 - 1e-6)  # recompute costs time
 
 
 @settings(max_examples=60, deadline=None)

@@ -30,12 +30,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.columns import real
+
 TOPOLOGIES = ("fat-tree", "torus2d", "torus3d")
 
 
 def ranks_per_domain(n, stride, domain):
     """How many of a group's n members (spaced `stride` GPUs apart) share one scale-up domain."""
-    return np.minimum(np.maximum(np.floor(domain / np.maximum(stride, 1)), 1.0), np.maximum(n, 1))
+    stride = max(stride, 1) if isinstance(stride, (int, float)) else np.maximum(stride, 1)
+    return np.minimum(np.maximum(np.floor(domain / stride), 1.0), np.maximum(n, 1))
 
 
 def _ring(n, alpha, beta, message_bytes, steps_factor, volume_factor):
@@ -72,7 +75,7 @@ def torus_collective_s(n, message_bytes, alpha, beta_per_gpu, dims, factor):
     message shrinking by k after each dimension. factor 2 = all-reduce, 1 = reduce-scatter or
     all-gather."""
     n = np.maximum(n, 1)
-    dims = np.asarray(dims, dtype=float)
+    dims = real(dims)
     k = n ** (1.0 / dims)
     beta_dim = beta_per_gpu / dims
     total = 0.0
@@ -88,13 +91,13 @@ class Network:
     """Per-row network parameters, built once per evaluation from the hardware columns."""
 
     def __init__(self, cols: dict):
-        self.domain = np.asarray(cols["scaleup_domain"], dtype=float)
-        self.up_alpha = np.asarray(cols["scaleup_latency_s"], dtype=float)
-        self.up_beta = np.asarray(cols["scaleup_bandwidth_bytes_per_s"], dtype=float) * np.asarray(cols["scaleup_efficiency"], dtype=float)
-        self.out_alpha = np.asarray(cols["scaleout_latency_s"], dtype=float)
-        self.out_beta = np.asarray(cols["scaleout_bandwidth_bytes_per_s"], dtype=float) * np.asarray(cols["scaleout_efficiency"], dtype=float)
+        self.domain = real(cols["scaleup_domain"])
+        self.up_alpha = real(cols["scaleup_latency_s"])
+        self.up_beta = real(cols["scaleup_bandwidth_bytes_per_s"]) * real(cols["scaleup_efficiency"])
+        self.out_alpha = real(cols["scaleout_latency_s"])
+        self.out_beta = real(cols["scaleout_bandwidth_bytes_per_s"]) * real(cols["scaleout_efficiency"])
         self.topology = np.asarray(cols.get("topology_code", np.zeros_like(self.domain)), dtype=np.int8)
-        self.torus_dims = np.where(self.topology == 2, 3.0, 2.0)
+        self.torus_dims = (2 + (self.topology == 2)).astype(self.domain.dtype)
 
     # -- collectives over a group of n ranks, g of them inside one scale-up domain ---------
     def all_reduce_s(self, n, g, message_bytes):

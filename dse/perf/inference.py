@@ -136,8 +136,11 @@ def _prepare(work: dict, n: int) -> None:
     for k, v in list(work.items()):
         if k in ("model", "system", "memory"):  # resolved into numeric columns above
             del work[k]
-        elif not isinstance(v, np.ndarray):
-            work[k] = np.asarray(v)
+        elif isinstance(v, C.CatalogColumn):  # looked up per block, in the model's float type
+            work[k] = v.astype(C.MODEL_FLOAT)
+        else:  # the block-wise arithmetic runs in float32 (see dse.columns.MODEL_FLOAT)
+            v = np.asarray(v)
+            work[k] = v.astype(C.MODEL_FLOAT) if v.dtype.kind == "f" else v
 
 
 def _degrees(work):
@@ -194,7 +197,7 @@ class _Context:
     def __init__(self, work: dict, m: Model, tp, ep):
         self.m, self.tp, self.ep = m, tp, ep
         precision = work["precision"]
-        hw = {k: np.asarray(work[k], dtype=float) for k in C.HARDWARE_COLUMNS}
+        hw = {k: C.real(work[k]) for k in C.HARDWARE_COLUMNS}
         self.hw = hw
         self.peak_gemm = R.gemm_peak_flops_per_s(precision, hw)
         self.peak_bf16 = hw["peak_bf16_flops_per_s"]
@@ -203,7 +206,7 @@ class _Context:
         self.bw = hw["memory_bandwidth_bytes_per_s"]
         self.eff_max, self.half = hw["gemm_efficiency_max"], hw["gemm_half_dim"]
         self.prefill_mem_eff = hw["memory_efficiency"]
-        self.decode_mem_eff = np.asarray(work["decode_memory_efficiency"], dtype=float)
+        self.decode_mem_eff = C.real(work["decode_memory_efficiency"])
         self.flash = work["flash_attention"]
         # Decode kernels without GQA sharing (masked MHA before TensorRT-LLM's MQA/GQA optimisation
         # of Dec 2023 and XQA of v0.8) read a KV head once per query head of its group.
@@ -291,7 +294,7 @@ class _Context:
             gemm("shared_expert_up_gate", tokens, self.up_mats * m.shared_experts * m.moe_ffn / tp, h, 1.0, moe)
             gemm("shared_expert_down", tokens, h, m.shared_experts * m.moe_ffn / tp, 1.0, moe)
         # ---- element-wise kernels: norms, residuals, RoPE, activation ----
-        act_ffn = np.where(m.gated, 6.0, 4.0)
+        act_ffn = 2 * m.mlp_mats
         ffn_local = (dense * m.ffn + self.moe_fraction * m.moe_ffn * (m.top_k + m.shared_experts)) / tp
         ew_bytes = tokens * (ELEMENTWISE_HIDDEN_BYTES * h + act_ffn * ffn_local)
         ops.append(Op("elementwise", "elementwise", tokens, h, 1.0, 0.0, ew_bytes,
@@ -357,6 +360,9 @@ def inference_columns(work: dict) -> dict:
     batch = C.as_float(work, "batch", 1)
     isl = C.as_float(work, "isl", 128)
     osl = C.as_float(work, "osl", 128)
+    # Defaults for absent columns come as float64: compute in the model's float type.
+    gpus, tp, pp, dp, ep, batch, isl, osl = (np.asarray(x).astype(m.hidden.dtype, copy=False)
+                                             for x in (gpus, tp, pp, dp, ep, batch, isl, osl))
     reason = _reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl)
     # Keep the arithmetic finite on infeasible rows; they are flagged, not dropped.
     tp, pp, dp, ep = (np.maximum(x, 1) for x in (tp, pp, dp, ep))
@@ -365,8 +371,8 @@ def inference_columns(work: dict) -> dict:
     ctx = _Context(work, m, tp, ep)
     net = Network(work)
     domain = ctx.hw["scaleup_domain"]
-    overhead_coll = np.asarray(work["collective_overhead_s"], dtype=float)
-    overhead_layer = np.asarray(work["layer_overhead_s"], dtype=float)
+    overhead_coll = C.real(work["collective_overhead_s"])
+    overhead_layer = C.real(work["layer_overhead_s"])
     layers_per_stage = m.layers / pp
 
     seqs = batch / dp                                    # sequences per replica

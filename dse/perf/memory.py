@@ -26,7 +26,7 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     FlashAttention never stores the scores (only a 4-byte log-sum-exp per head and token).
     """
     h, a = model.hidden, model.heads
-    drop = model.dropout * 1.0
+    drop = model.dropout.astype(h.dtype)
     replicated = (8.0 + 2.0 * drop) * h  # per block: LN input, GEMM input, dropout mask (x2 blocks)
     attn_sharded = 4.0 * (model.q_dim + model.kv_dim)  # Q, K, V, out-proj input (16-bit)
     act_per_ffn = model.mlp_mats * 2.0  # GeLU: its input and output; gated: both projections + output

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dse.columns import real
+
 OUTPUT_BYTES = 2.0  # GEMM outputs are written in BF16 (FP8/FP4 GEMMs accumulate and emit BF16)
 
 
@@ -22,8 +24,8 @@ def gemm_peak_flops_per_s(precision, hw: dict):
     """Peak FLOP/s a GEMM at `precision` (code 0 bf16, 1 fp8, 2 fp4) can use. FP8/FP4 GEMMs reach
     a smaller fraction of their peak than BF16 ones (scaling epilogues, power limits): the
     per-generation `low_precision_efficiency` folds that in."""
-    low = np.asarray(hw["low_precision_efficiency"], dtype=float)
-    return np.choose(precision, [np.asarray(hw["peak_bf16_flops_per_s"], dtype=float),
+    low = real(hw["low_precision_efficiency"])
+    return np.choose(precision, [real(hw["peak_bf16_flops_per_s"]),
                                  hw["peak_fp8_flops_per_s"] * low, hw["peak_fp4_flops_per_s"] * low])
 
 

@@ -85,20 +85,21 @@ def normalized_inputs(work: dict, n: int) -> dict:
     """Every input the model reads as a numeric array (enums as codes, defaults filled), once
     for the whole batch, so the row blocks only do arithmetic."""
     gpus, tp, pp, dp, cp, ep, vp, micro_batch, global_batch = _degrees(work, n)
-    numeric = {k: work[k] if isinstance(work[k], C.CatalogColumn) else np.asarray(work[k], dtype=float)
-               for k in C.MODEL_COLUMNS + C.HARDWARE_COLUMNS}
+    numeric = {k: work[k].astype(C.MODEL_FLOAT) if isinstance(work[k], C.CatalogColumn)
+               else np.asarray(work[k], dtype=C.MODEL_FLOAT) for k in C.MODEL_COLUMNS + C.HARDWARE_COLUMNS}
+    degrees = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch,
+                   global_batch=global_batch, zero=C.as_float(work, "zero", 0),
+                   moe_imbalance=C.as_float(work, "moe_imbalance", MOE_IMBALANCE))
+    numeric.update({k: v.astype(C.MODEL_FLOAT) for k, v in degrees.items()})
     numeric.update(
-        gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch, global_batch=global_batch,
         precision=C.enum_codes(work, "precision", "bf16"),
         recompute=C.enum_codes(work, "recompute", "none"),
-        zero=C.as_float(work, "zero", 0),
         # Sequence parallelism is on with TP unless said otherwise (Megatron-Core and NeMo recipes).
         sp=C.as_bool(work, "sp", False) if "sp" in work else tp > 1,
         flash_attention=C.as_bool(work, "flash_attention", True),
         dp_overlap=C.as_bool(work, "dp_overlap", True),
         tp_overlap=C.as_bool(work, "tp_overlap", False),
         dp_hierarchical=C.as_bool(work, "dp_hierarchical", True),
-        moe_imbalance=C.as_float(work, "moe_imbalance", MOE_IMBALANCE),
         topology_code=C.enum_codes(work, "topology", "fat-tree"),
     )
     return numeric
@@ -160,7 +161,7 @@ def _reason_codes(m, gpus, tp, pp, dp, cp, ep, vp, micro_batch, global_batch):
     return code
 
 
-def _only_where(mask, compute, otherwise=0.0):
+def _only_where(mask, compute, otherwise=C.MODEL_FLOAT(0.0)):
     """compute() if any row of the block needs it, else a constant: whole branches (MoE, CP,
     unfused attention, ...) cost nothing in blocks that have no such rows."""
     return compute() if np.any(mask) else otherwise
@@ -217,7 +218,7 @@ def training_columns(work: dict) -> dict:
     # ---- attention core: unfused (scores GEMM, softmax, dropout, x V) or FlashAttention ----
     heads_local = m.heads / tp
     q_len = s / cp
-    drop = np.where(m.dropout, 1.0, 0.0)
+    drop = m.dropout.astype(h.dtype)
     unfused = _only_where(~flash, lambda: (
         gemm(q_len, s, m.head_dim, b * heads_local, peak=peak_bf16, ob=2.0)
         + gemm(q_len, m.head_dim, s, b * heads_local, peak=peak_bf16, ob=2.0)
@@ -227,10 +228,10 @@ def training_columns(work: dict) -> dict:
     flash_fwd = R.fused_attention_time_s(flash_flops, flash_bytes, peak_bf16, bw,
                                          hw["attention_efficiency"], mem_eff)
     attn_fwd = np.where(flash, flash_fwd, unfused)
-    attn_bwd = np.where(flash, FLASH_BACKWARD_FACTOR, 2.0) * attn_fwd
+    attn_bwd = np.where(flash, FLASH_BACKWARD_FACTOR * attn_fwd, 2.0 * attn_fwd)
 
     # ---- memory-bound elementwise kernels (norms, residuals, dropout, activation, FP8 casts) ----
-    act_ffn = np.where(m.gated, 6.0, 4.0)
+    act_ffn = 2 * m.mlp_mats  # GeLU: read f, write f; gated: read 2f, write f (x 2 bytes)
     act_traffic = ((1 - moe_fraction) * act_ffn * m.ffn
                    + moe_fraction * act_ffn * m.moe_ffn * (m.top_k + m.shared_experts)) / tp
     residual_traffic = (8.0 + 12.0 + 2.0 * drop) * h / rep_div
