@@ -13,7 +13,7 @@ def run(args) -> int:
     t_all = time.perf_counter()
     for name in names:
         out = None if args.out is None else (f"{args.out}/{name}" if len(names) > 1 else args.out)
-        report = run_report(name, out=out, quick=args.quick, gallery=not args.no_gallery and not args.quick)
+        report = run_report(name, out=out, quick=args.quick, gallery=args.gallery and not args.quick)
         misses = [c for c in report.comparisons if c.within is False]
         errs = [abs(c.error_pct) for c in report.comparisons]
         summary = (f"{len(errs)} comparisons, max |error| {max(errs):.1f}%" if errs else "no comparisons")
@@ -32,5 +32,6 @@ def register(sub) -> None:
                    "dram-scaling, moe-ep, network-topology, chiplet-cost) or all")
     p.add_argument("--out", default=None, help="output directory (default results/<name>)")
     p.add_argument("--quick", action="store_true", help="reduced settings (smaller mapping spaces), for tests")
-    p.add_argument("--no-gallery", action="store_true", help="do not copy the gallery figure to docs/gallery/")
+    p.add_argument("--gallery", action="store_true",
+                   help="also refresh the README's figure in docs/gallery/ (for maintainers, in a checkout)")
     p.set_defaults(func=run)

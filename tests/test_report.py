@@ -56,6 +56,6 @@ def test_cli_unknown_study_exits_2(capsys):
 
 
 def test_cli_runs_one_study(tmp_path, capsys):
-    assert main(["report", "memory-recompute", "--out", str(tmp_path), "--no-gallery"]) == 0
+    assert main(["report", "memory-recompute", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "report.md").exists() and (tmp_path / "memory_recompute.png").exists()
     assert "28 comparisons" in capsys.readouterr().out
