@@ -110,6 +110,38 @@ def blockwise(fn, work: dict, n: int, block: int = BLOCK_ROWS) -> dict:
     return out
 
 
+def divides(a, b) -> np.ndarray:
+    """a divides b, for integer-valued float arrays (fmod is exact, and fast); a < 1 counts as 1."""
+    return np.fmod(b, np.maximum(a, 1)) == 0
+
+
+def not_positive_integers(*arrays) -> np.ndarray:
+    """Rows where any of the arrays is not a positive integer (NaN included)."""
+    bad = np.zeros(np.broadcast(*arrays).shape, dtype=bool)
+    for x in arrays:
+        bad |= ~(x >= 1) | (np.floor(x) != x)
+    return bad
+
+
+def first_failure(checks: list, invalid: np.ndarray, invalid_code: int) -> np.ndarray:
+    """Infeasibility code per row: 0 if no check fails, else the 1-based index of the first
+    failing check; `invalid_code` where the inputs themselves are invalid."""
+    code = np.zeros(invalid.shape, dtype=np.int8)
+    for i, failed in reversed(list(enumerate(checks, start=1))):  # the first failure is written last
+        np.putmask(code, failed, i)
+    np.putmask(code, invalid, invalid_code)
+    return code
+
+
+def hardware_reasons(work: dict, feasible: np.ndarray, reason_text: np.ndarray):
+    """Rows feasible so far whose technology-derived accelerator cannot be built: (mask, reason
+    text with the hardware's own reason in those rows). Catalog-only batches pass through."""
+    if "hw_fits" not in work:
+        return np.zeros(feasible.shape, dtype=bool), reason_text
+    bad = feasible & ~np.asarray(work["hw_fits"], dtype=bool)
+    return bad, np.where(bad, np.asarray(work["hw_infeasible_reason"], dtype=object), reason_text)
+
+
 def pack(frame, outputs: dict[str, np.ndarray]):
     """Give back the caller's kind: a DataFrame with the outputs added, or a dict."""
     if isinstance(frame, pd.DataFrame):

@@ -154,9 +154,7 @@ def _degrees(work):
 
 
 def _reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl):
-    def divides(a, b):  # positive integer-valued floats: fmod is exact and much faster than mod
-        return np.fmod(b, np.maximum(a, 1)) == 0
-
+    divides = C.divides
     checks = [
         np.abs(tp * pp * dp - gpus) > 0.5,
         ~divides(tp, m.heads),
@@ -167,12 +165,7 @@ def _reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl):
         m.is_moe & ~divides(ep, m.experts),
         (ep > 1) & ~m.is_moe,
     ]
-    values = np.stack([tp, pp, dp, ep, batch, isl, osl])
-    bad = ((values < 1) | (np.floor(values) != values) | ~np.isfinite(values)).any(axis=0)
-    failed = np.stack(checks)
-    first = np.argmax(failed, axis=0) + 1                # first failing check wins
-    code = np.where(bad, 9, np.where(failed.any(axis=0), first, 0))
-    return code.astype(np.int8)
+    return C.first_failure(checks, C.not_positive_integers(tp, pp, dp, ep, batch, isl, osl), 9)
 
 
 @dataclass
@@ -407,11 +400,8 @@ def inference_columns(work: dict) -> dict:
 
     capacity = ctx.hw["memory_capacity_bytes"]
     reason = np.where((reason == 0) & (mem + RESERVED_BYTES > capacity), OOM, reason).astype(np.int8)
-    reason_text = REASONS[reason]
-    if "hw_fits" in work:  # derived accelerators may be impossible to build
-        hw_bad = ~np.asarray(work["hw_fits"], dtype=bool)
-        reason_text = np.where((reason == 0) & hw_bad, np.asarray(work["hw_infeasible_reason"], dtype=object), reason_text)
-        reason = np.where((reason == 0) & hw_bad, HARDWARE_INFEASIBLE, reason)
+    hw_bad, reason_text = C.hardware_reasons(work, reason == 0, REASONS[reason])
+    reason = np.where(hw_bad, HARDWARE_INFEASIBLE, reason)  # derived accelerators may be impossible to build
 
     def bound(c, mm, nn):
         return BOUNDS[np.where((nn > c) & (nn > mm), 2, np.where(mm > c, 1, 0))]

@@ -70,12 +70,8 @@ def evaluate_training(frame):
     with np.errstate(divide="ignore", invalid="ignore"):  # infeasible rows may divide by zero
         out = C.blockwise(training_columns, inputs, n)
     code = out.pop("reason_code")
-    reason = REASONS[code]
-    if "hw_fits" in work:  # derived accelerators may be impossible to build
-        hw_bad = (code == 0) & ~np.asarray(work["hw_fits"], dtype=bool)
-        reason = np.where(hw_bad, np.asarray(work["hw_infeasible_reason"], dtype=object), reason)
-        out["fits"] = out["fits"] & ~hw_bad
-    out["infeasible_reason"] = reason
+    hw_bad, out["infeasible_reason"] = C.hardware_reasons(work, code == 0, REASONS[code])
+    out["fits"] = out["fits"] & ~hw_bad  # derived accelerators may be impossible to build
     from dse.hardware import workload_costs  # cost columns: capex, energy, cost per run / per Mtoken
     out.update(workload_costs(work, out["step_time_s"], out["tokens_per_step"], inputs["gpus"]))
     return C.pack(frame, out)
@@ -135,10 +131,7 @@ def _degrees(work, n):
 
 
 def _reason_codes(m, gpus, tp, pp, dp, cp, ep, vp, micro_batch, global_batch):
-    def divides(a, b):
-        a = np.maximum(a, 1)
-        return np.floor(b / a) * a == b
-
+    divides = C.divides
     checks = [
         (np.abs(tp * pp * dp * cp - gpus) > 0.5) | (np.floor(dp) != dp),
         ~divides(tp, m.heads),
@@ -150,15 +143,7 @@ def _reason_codes(m, gpus, tp, pp, dp, cp, ep, vp, micro_batch, global_batch):
         ~divides(cp, m.seq_len),
         (ep > 1) & ~m.is_moe,
     ]
-    bad_degree = np.zeros(len(gpus), dtype=bool)
-    for x in (tp, pp, cp, ep, vp, micro_batch, global_batch):
-        bad_degree |= ~(x >= 1) | (np.floor(x) != x)  # also catches NaN
-    code = np.zeros(len(gpus), dtype=np.int8)
-    # Last check first, so that where several fail the first one's code stays.
-    for i, failed in reversed(list(enumerate(checks, start=1))):
-        np.putmask(code, failed, i)
-    np.putmask(code, bad_degree, 10)
-    return code
+    return C.first_failure(checks, C.not_positive_integers(tp, pp, cp, ep, vp, micro_batch, global_batch), 10)
 
 
 def _only_where(mask, compute, otherwise=C.MODEL_FLOAT(0.0)):
