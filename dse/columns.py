@@ -56,7 +56,8 @@ HARDWARE_COLUMNS = (
     "scaleup_bandwidth_bytes_per_s", "scaleup_domain", "scaleup_latency_s",
     "scaleout_bandwidth_bytes_per_s", "scaleout_latency_s", "tdp_w",
     "gemm_efficiency_max", "gemm_half_dim", "memory_efficiency",
-    "scaleup_efficiency", "scaleout_efficiency", "attention_efficiency", "low_precision_efficiency", "launch_overhead_s",
+    "scaleup_efficiency", "scaleout_efficiency", "attention_efficiency", "low_precision_efficiency", "fp4_efficiency",
+    "launch_overhead_s",
     # inference: streaming efficiency of decode kernels, fixed time per layer pass and per collective
     "decode_memory_efficiency", "layer_overhead_s", "collective_overhead_s",
 )

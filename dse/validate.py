@@ -44,6 +44,10 @@ FRAMEWORKS = [
     ("megatron-core", dict(flash_attention=True, tp_overlap=True, dp_overlap=True, zero=1, recompute="none")),
     # NeMo recipes: TE/cuDNN fused attention, TP comm overlap, distributed optimizer.
     ("nemo", dict(flash_attention=True, tp_overlap=True, dp_overlap=True, zero=1, recompute="none")),
+    # Megatron-Bridge performance recipes (NeMo 25.11 / 26.02): as NeMo, and its MoE benchmarks
+    # "force-balance the token distribution among experts" (performance-summary notes).
+    ("megatron-bridge", dict(flash_attention=True, tp_overlap=True, dp_overlap=True, zero=1, recompute="none",
+                             moe_imbalance=1.0)),
     # JAX FSDP recipes (MaxText, Paxml): fully sharded data parallel with rematerialisation.
     ("maxtext", dict(flash_attention=True, tp_overlap=False, dp_overlap=True, zero=3, recompute="full")),
     ("paxml", dict(flash_attention=True, tp_overlap=False, dp_overlap=True, zero=3, recompute="full")),
@@ -73,6 +77,8 @@ def _source_label(source: str, metric: str) -> str:
         return "Megatron-LM 2020 README"
     if s.startswith("shoeybi"):
         return "Shoeybi 2019"
+    if "megatron-bridge" in s:
+        return "Megatron-Bridge 25.11/26.02 (H100, Blackwell)"
     if "dgx cloud" in s:
         return "DGX Cloud 25.01 (H100)"
     if "nemo" in s:
@@ -96,6 +102,13 @@ def _recompute(text: str, default: str) -> str:
     if "no recompute" in t or t.strip() == "none" or "sequence par" in t:
         return "none"
     return default
+
+
+def _precision(text: str) -> str:
+    """Training precision code of a source's spelling: FP8-CS / FP8-MX -> fp8, NVFP4 / MXFP4 -> fp4,
+    everything else (BF16, FP16 mixed, not stated) -> bf16."""
+    t = text.strip().lower()
+    return "fp8" if t.startswith("fp8") else "fp4" if t.startswith(("nvfp4", "mxfp4", "fp4")) else "bf16"
 
 
 def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
@@ -162,7 +175,7 @@ def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
         elif "sp" not in rec:
             rec["sp"] = tp > 1
         rec["recompute"] = _recompute(r["recompute"], rec["recompute"])
-        rec["precision"] = "fp8" if r["precision"].strip().lower().startswith("fp8") else "bf16"
+        rec["precision"] = _precision(r["precision"])
         if np.isnan(rec["global_batch"]) or np.isnan(gpus):
             skip = skip or "global batch or GPU count not stated"
             rec["global_batch"] = rec.get("global_batch") if not np.isnan(rec["global_batch"]) else 1.0
@@ -180,9 +193,14 @@ def _narayanan_tflops(frame, step_time):
     return flops / step_time / frame["gpus"] / 1e12
 
 
+# Training measurements: the shared set, then the Megatron-Bridge performance summary (H100 and
+# Blackwell, FP8 and NVFP4), the only public Blackwell training measurements with a stated mapping.
+TRAINING_FILES = ("training.csv", "megatron_bridge_training.csv")
+
+
 def training_results() -> pd.DataFrame:
     import dse
-    table = _read_csv("training.csv")
+    table = pd.concat([_read_csv(name) for name in TRAINING_FILES], ignore_index=True)
     frame, skips = training_inputs(table)
     out = dse.evaluate_training(frame)
     metric = table["measured_metric_name"]
@@ -229,11 +247,24 @@ def training_results() -> pd.DataFrame:
         "source": [_source_label(s, m) for s, m in zip(table["source"], metric)],
         "model": table["model"], "system": frame["system"], "metric": metric, "unit": unit,
         "measured": measured, "predicted": predicted,
+        "gpus": frame["gpus"], "tokens_per_step": frame["global_batch"] * frame["seq_len"],
     })
     res["error_pct"] = (res["predicted"] / res["measured"] - 1) * 100
     res["skipped"] = skips.where(skips != "", np.where(predicted.isna(), "metric not modelled", ""))
     res.loc[res["skipped"] != "", ["predicted", "error_pct"]] = np.nan
     return res
+
+
+def tokens_per_s_per_gpu(results: pd.DataFrame, column: str) -> pd.Series:
+    """Training throughput per GPU of `column` ("measured" or "predicted") for the rows whose
+    metric is a step time or tokens/s/GPU (NaN for the others), so rows measured in different
+    units can be compared: the per-generation ratios of the gpu-generations study."""
+    value = results[column].astype(float)
+    seconds = value * np.where(results["unit"] == "ms", 1e-3, 1.0)
+    timed = results["metric"].isin(["step_time", "iteration_time"])
+    per_gpu = results["metric"] == "tokens_per_sec_per_gpu"
+    return pd.Series(np.where(timed, results["tokens_per_step"] / (seconds * results["gpus"]),
+                              np.where(per_gpu, value, np.nan)), index=results.index)
 
 
 # Suites of validation rows: name -> function returning the frame above. Other models append.

@@ -45,6 +45,11 @@ def test_gpu_generations_states_published_totals(reports):
     assert "A100 -> B200" in whats and "GB200" in whats and "MLPerf" in whats
     a100_b200 = next(c for c in r.comparisons if c.what.startswith("A100 -> B200") and "MoE" in c.what)
     assert a100_b200.published == 35.0 and a100_b200.predicted > 3.0
+    links = [c for c in r.comparisons if c.what.endswith("(measured link)")]
+    assert len(links) >= 8  # A100->H100, H100->B200, H100->GB200, FP8->NVFP4, each on one model
+    assert all(abs(c.error_pct) <= 25.0 for c in links), [(c.what, c.error_pct) for c in links]
+    chain = next(c for c in r.comparisons if "product of measured links" in c.what)
+    assert abs(chain.error_pct) <= 25.0 and 8.0 < chain.published < 30.0
     dec = r.tables["decomposition"]
     for (_, _), g in dec.groupby(["model", "target"]):  # factors multiply up to the total
         assert g["factor"].prod() == pytest.approx(g["cumulative_speedup"].iloc[-1], rel=1e-6)

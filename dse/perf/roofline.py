@@ -23,10 +23,11 @@ OUTPUT_BYTES = 2.0  # GEMM outputs are written in BF16 (FP8/FP4 GEMMs accumulate
 def gemm_peak_flops_per_s(precision, hw: dict):
     """Peak FLOP/s a GEMM at `precision` (code 0 bf16, 1 fp8, 2 fp4) can use. FP8/FP4 GEMMs reach
     a smaller fraction of their peak than BF16 ones (scaling epilogues, power limits): the
-    per-generation `low_precision_efficiency` folds that in."""
+    per-generation `low_precision_efficiency` folds that in, and `fp4_efficiency` the further loss of
+    block-scaled FP4 (NVFP4 scale handling, the layers and passes a recipe keeps in higher precision)."""
     low = real(hw["low_precision_efficiency"])
-    return np.choose(precision, [real(hw["peak_bf16_flops_per_s"]),
-                                 hw["peak_fp8_flops_per_s"] * low, hw["peak_fp4_flops_per_s"] * low])
+    return np.choose(precision, [real(hw["peak_bf16_flops_per_s"]), hw["peak_fp8_flops_per_s"] * low,
+                                 hw["peak_fp4_flops_per_s"] * low * real(hw["fp4_efficiency"])])
 
 
 def gemm_flops(m, n, k, count=1.0):
