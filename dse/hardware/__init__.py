@@ -29,7 +29,7 @@ optional  compute_dies (1), package (si-interposer; organic, rdl, si-interposer,
           scaleup_domain (8), scaleout (ib-ndr; ib-hdr, ib-ndr, ib-xdr, eth-400g, eth-800g, eth-1.6t),
           power_w (none: run at the node clock), frequency_hz (the node clock),
           wafer_cost_usd / defect_density_per_cm2 (node's), yield_clustering (10),
-          volume (1e6 units), gross_margin (0.75)
+          volume (1e6 units), gross_margin (0.85)
 
 How peak FLOP/s is derived (tech.py, calibrated once on A100/N7 and H100/4N, never per row):
 MACs per mm2 scale with logic density from the anchor, the tensor clock with the foundry's
