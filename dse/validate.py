@@ -77,6 +77,8 @@ def _source_label(source: str, metric: str) -> str:
         return "Megatron-LM 2020 README"
     if s.startswith("shoeybi"):
         return "Shoeybi 2019"
+    if "megatron-bridge" in s and "fine-grained moe" in s:
+        return "Megatron-Bridge Qwen3 MoE (128 experts, top-8)"
     if "megatron-bridge" in s:
         return "Megatron-Bridge 25.11/26.02 (H100, Blackwell)"
     if "dgx cloud" in s:
