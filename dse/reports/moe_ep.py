@@ -116,9 +116,10 @@ The Grok-1 comparison above (8 experts, EP 2-8 on DGX H100) is the published mea
 MoE model reproduces. The Megatron-Bridge rows add Blackwell: DeepSeek-V3 at EP 32-64 on GB200/GB300
 NVL72 is within 12%, and so is Qwen3-235B (128 experts, top-8) on NVL72 within 24%; the same model
 on 8-GPU NVLink systems (B200, B300, EP 8) measures 2x below GB200 at the same FP8 peak, a gap dse
-does not explain (it predicts them alike; the measured runs show a fixed cost of several ms per MoE
-layer and micro-batch, host synchronisation of the dropless dispatcher being the likely cause, which
-is software, not hardware), and H100 measures 26-28% above dse's prediction. In inference, EP spreads the expert weights so decode reads fewer bytes per GPU,
+does not explain (it predicts them alike; the measured excess, several ms per MoE layer and
+micro-batch and largest with many small experts per GPU, points at host synchronisation of the
+dropless dispatcher and small grouped GEMMs, software rather than hardware), and H100 measures
+26-28% above dse's prediction. In inference, EP spreads the expert weights so decode reads fewer bytes per GPU,
 at the price of a dispatch/combine on every MoE layer of every decode step.
 """)
 
