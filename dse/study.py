@@ -1020,58 +1020,80 @@ def label(col: str) -> str:
 
 
 def plot_front(st: Study, frame: pd.DataFrame, front: pd.DataFrame, path: Path, true_front: pd.DataFrame | None = None) -> None:
+    """pareto.png: trials and the front. One objective: value per trial. Two: the front as a
+    staircase. Three or more: one panel per pair of objectives (the front is non-dominated in the
+    full space, so in a projection its points are highlighted, not joined)."""
+    import itertools
+
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=110)
     feas = frame["feasible"].astype(bool).to_numpy()
-    if len(st.objectives) == 1:
-        c = st.objectives[0]
-        y = frame[c].to_numpy(dtype=float)
-        x = frame["trial"].to_numpy()
-        ax.scatter(x[feas], y[feas], s=14, c="#7fa7d4", label="feasible trials")
-        ax.scatter(x[~feas], y[~feas], s=14, marker="x", c="#999999", label="infeasible trials")
-        if len(front):
-            ax.scatter(front["trial"], front[c], s=60, c="#d62728", label="best")
-        ax.set_xlabel("trial number")
-        ax.set_ylabel(label(c))
-    else:
-        cx, cy = st.objectives[:2]
-        x, y = frame[cx].to_numpy(dtype=float), frame[cy].to_numpy(dtype=float)
-        dom = feas.copy()
-        if len(front):
-            dom &= ~frame["trial"].isin(front["trial"]).to_numpy()
-        inf = ~feas & np.isfinite(x) & np.isfinite(y)
-        ax.scatter(x[inf], y[inf], s=16, marker="x", c="#aaaaaa", linewidths=0.8,
-                   label=f"infeasible ({int((~feas).sum())}; least-violating mapping shown)")
-        ax.scatter(x[dom], y[dom], s=16, c="#7fa7d4", alpha=0.8, label=f"dominated ({int(dom.sum())})")
-        if true_front is not None and len(true_front):
-            tf = true_front.sort_values(cx)
-            ax.plot(tf[cx], tf[cy], "--", c="#2ca02c", lw=1, drawstyle="steps-post", label="true front (exhaustive)")
-        if len(front):
-            fr = front.sort_values(cx)
-            ax.plot(fr[cx], fr[cy], "-", c="#d62728", lw=1.2, drawstyle="steps-post")
-            ax.scatter(fr[cx], fr[cy], s=46, c="#d62728", edgecolors="black", linewidths=0.5, zorder=3,
-                       label=f"Pareto front ({len(fr)} trials, "
-                             f"{len(fr[[cx, cy]].drop_duplicates())} distinct points)")
-        fx = np.concatenate([x[feas | inf]])
-        fy = np.concatenate([y[feas | inf]])
-        for arr, setter in ((fx, ax.set_xscale), (fy, ax.set_yscale)):
-            a = arr[np.isfinite(arr) & (arr > 0)]
-            if len(a) and a.max() / max(a.min(), 1e-300) > 30:
-                setter("log")
-        ax.set_xlabel(label(cx) + (" [min]" if st.senses[0] == "min" else " [max]"))
-        ax.set_ylabel(label(cy) + (" [min]" if st.senses[1] == "min" else " [max]"))
-        if len(st.objectives) == 3:
-            ax.text(0.01, 0.01, f"third objective {st.objectives[2]} not shown", transform=ax.transAxes, fontsize=7)
-    ax.set_title(f"{st.name}: {len(frame)} outer trials, {int(feas.sum())} feasible, sampler {st.sampler}")
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="best")
+    pairs = list(itertools.combinations(range(len(st.objectives)), 2)) or [None]
+    cols = min(len(pairs), 3)
+    rows = -(-len(pairs) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.5 if cols == 1 else 5.2 * cols, 5.2 * rows), dpi=110, squeeze=False)
+    for ax, pair in zip(axes.flat, pairs):
+        if pair is None:
+            _single_objective_panel(ax, st, frame, front, feas)
+        else:
+            _pair_panel(ax, st, frame, front, feas, *pair, true_front=true_front if len(pairs) == 1 else None,
+                        staircase=len(pairs) == 1)
+    for ax in list(axes.flat)[len(pairs):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{st.name}: {len(frame)} outer trials, {int(feas.sum())} feasible, sampler {st.sampler}", fontsize=11)
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
     fig.savefig(tmp)
     plt.close(fig)
     os.replace(tmp, path)
+
+
+def _single_objective_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: np.ndarray) -> None:
+    c = st.objectives[0]
+    y = frame[c].to_numpy(dtype=float)
+    x = frame["trial"].to_numpy()
+    ax.scatter(x[feas], y[feas], s=14, c="#7fa7d4", label="feasible trials")
+    ax.scatter(x[~feas], y[~feas], s=14, marker="x", c="#999999", label="infeasible trials")
+    if len(front):
+        ax.scatter(front["trial"], front[c], s=60, c="#d62728", label="best")
+    ax.set_xlabel("trial number")
+    ax.set_ylabel(label(c))
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="best")
+
+
+def _pair_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: np.ndarray, i: int, j: int,
+                true_front: pd.DataFrame | None, staircase: bool) -> None:
+    cx, cy = st.objectives[i], st.objectives[j]
+    x, y = frame[cx].to_numpy(dtype=float), frame[cy].to_numpy(dtype=float)
+    dom = feas.copy()
+    if len(front):
+        dom &= ~frame["trial"].isin(front["trial"]).to_numpy()
+    inf = ~feas & np.isfinite(x) & np.isfinite(y)
+    ax.scatter(x[inf], y[inf], s=16, marker="x", c="#aaaaaa", linewidths=0.8,
+               label=f"infeasible ({int((~feas).sum())}; least-violating mapping shown)")
+    ax.scatter(x[dom], y[dom], s=16, c="#7fa7d4", alpha=0.8, label=f"dominated ({int(dom.sum())})")
+    if true_front is not None and len(true_front):
+        tf = true_front.sort_values(cx)
+        ax.plot(tf[cx], tf[cy], "--", c="#2ca02c", lw=1, drawstyle="steps-post", label="true front (exhaustive)")
+    if len(front):
+        fr = front.sort_values(cx)
+        if staircase:
+            ax.plot(fr[cx], fr[cy], "-", c="#d62728", lw=1.2, drawstyle="steps-post")
+        ax.scatter(fr[cx], fr[cy], s=46, c="#d62728", edgecolors="black", linewidths=0.5, zorder=3,
+                   label=f"Pareto front ({len(fr)} trials, {len(fr[list(st.objectives)].drop_duplicates())} distinct points)")
+    for arr, setter in ((x[feas | inf], ax.set_xscale), (y[feas | inf], ax.set_yscale)):
+        a = arr[np.isfinite(arr) & (arr > 0)]
+        if len(a) and a.max() / max(a.min(), 1e-300) > 30:
+            setter("log")
+    for axis in ("x", "y"):  # large linear values (dollars) in scientific notation, not run together
+        if getattr(ax, f"get_{axis}scale")() == "linear":
+            ax.ticklabel_format(axis=axis, style="sci", scilimits=(-3, 4), useMathText=True)
+    ax.set_xlabel(label(cx) + (" [min]" if st.senses[i] == "min" else " [max]"))
+    ax.set_ylabel(label(cy) + (" [min]" if st.senses[j] == "min" else " [max]"))
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="best")
 
 
 def front_table(st: Study, front: pd.DataFrame, max_rows: int = 40) -> str:

@@ -149,6 +149,15 @@ def test_changed_study_file_is_refused(tmp_path):
         S.run_study(tiny(objectives=[{"time_to_train_days": "min"}, {"energy_j": "min"}]), out=out, progress=False)
 
 
+def test_three_objectives_plot_every_pair(tmp_path):
+    import matplotlib.image as mpimg
+    objectives = [{"time_to_train_days": "min"}, {"cost_per_run_usd": "min"}, {"tdp_w": "min"}]
+    res = S.run_study(tiny(objectives=objectives), out=tmp_path / "res", progress=False)
+    assert len(res.front) and {"time_to_train_days", "cost_per_run_usd", "tdp_w"} <= set(res.front.columns)
+    height, width = mpimg.imread(tmp_path / "res" / "pareto.png").shape[:2]
+    assert width > 2.5 * height  # three panels side by side: (time, cost), (time, tdp), (cost, tdp)
+
+
 # ----------------------------------------------------------------------------- exhaustive check
 
 def test_hv_ratio_math():
