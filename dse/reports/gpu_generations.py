@@ -76,6 +76,29 @@ SRC_MLPERF = ("MLPerf Training v4.1 (Nov 2024), NVIDIA blog / it-online.co.za 20
               "performance per GPU vs H100 on GPT-3 175B pretraining (FP8; FP4 first used in MLPerf Training v5.1)")
 
 
+# Published speed-up claims against dse's best mapping per system for the same job:
+# (comparison, published ratio, model, (from system, precision), (to system, precision), source, note).
+A100 = ("a100-80gb", "bf16")
+CLAIMS = [
+    ("A100 -> B200 training speed-up, GPT-MoE-1.8T (BF16 -> FP4)", 35.0, "gpt-moe-1.8t", A100, ("b200", "fp4"),
+     SRC_KUNDU, ""),
+    ("A100 -> GB200 NVL72 training speed-up, GPT-MoE-1.8T (BF16 -> FP4)", 35.0, "gpt-moe-1.8t", A100, ("gb200", "fp4"),
+     SRC_KUNDU, "the seed paper's B200 in its NVLink-72 form"),
+    ("A100 -> B200 training speed-up, GPT-3 175B (BF16 -> FP4)", 35.0, "gpt3-175b", A100, ("b200", "fp4"),
+     SRC_KUNDU, "the seed paper's 35x is for its own workload; shown for the dense model too"),
+    ("H100 -> GB200 NVL72, GPT-MoE-1.8T (FP8 -> FP4)", 4.0, "gpt-moe-1.8t", ("h100-sxm", "fp8"), ("gb200", "fp4"),
+     SRC_NV_GB200, ""),
+    ("H100 -> GB200 NVL72, GPT-MoE-1.8T (FP8 both)", 4.0, "gpt-moe-1.8t", ("h100-sxm", "fp8"), ("gb200", "fp8"),
+     SRC_NV_GB200, "NVIDIA's footnote does not state the precision; same-precision variant"),
+    ("H100 -> B200 (HGX), GPT-MoE-1.8T (FP8 both)", 3.0, "gpt-moe-1.8t", ("h100-sxm", "fp8"), ("b200", "fp8"),
+     SRC_NV_B200, ""),
+    ("H100 -> B200 (HGX), GPT-MoE-1.8T (FP8 -> FP4)", 3.0, "gpt-moe-1.8t", ("h100-sxm", "fp8"), ("b200", "fp4"),
+     SRC_NV_B200, "precision of the claim not stated; lowest-precision variant"),
+    ("H100 -> B200 per GPU, GPT-3 175B (FP8 both; MLPerf Training v4.1)", 2.2, "gpt3-175b", ("h100-sxm", "fp8"),
+     ("b200", "fp8"), SRC_MLPERF, "measured ratio from MLPerf submissions at different scales (64 B200 vs 256+ H100)"),
+]
+
+
 def mapping_space(model: str, gpus: int, global_batch: int, quick: bool) -> pd.DataFrame:
     from dse import catalog
     m = catalog.model(model)
@@ -161,7 +184,7 @@ def build(report, quick: bool = False) -> None:
         r = sysrows[(sysrows["model"] == model) & (sysrows["scenario"] == f"{system}|{prec}")]
         return float(r["tokens_per_s"].iloc[0]) if len(r) else np.nan
 
-    moe, dense = "gpt-moe-1.8t", "gpt3-175b"
+    moe = "gpt-moe-1.8t"
     links = measured_links()
     for r in links.itertuples():
         report.compare(f"{r.link} (measured link)", r.measured, r.dse, SRC_MB, 25.0,
@@ -170,27 +193,9 @@ def build(report, quick: bool = False) -> None:
     chain_measured, chain_dse = float(chain["measured"].prod()), float(chain["dse"].prod())
     report.compare("A100 BF16 -> GB200 NVL72 NVFP4 per GPU, product of measured links", chain_measured, chain_dse,
                    SRC_MB, 25.0, note=" x ".join(CHAIN))
-    report.compare("A100 -> B200 training speed-up, GPT-MoE-1.8T (BF16 -> FP4)", 35.0,
-                   speed(moe, "b200", "fp4") / speed(moe, "a100-80gb", "bf16"), SRC_KUNDU, 25.0)
-    report.compare("A100 -> GB200 NVL72 training speed-up, GPT-MoE-1.8T (BF16 -> FP4)", 35.0,
-                   speed(moe, "gb200", "fp4") / speed(moe, "a100-80gb", "bf16"), SRC_KUNDU, 25.0,
-                   note="the seed paper's B200 in its NVLink-72 form")
-    report.compare("A100 -> B200 training speed-up, GPT-3 175B (BF16 -> FP4)", 35.0,
-                   speed(dense, "b200", "fp4") / speed(dense, "a100-80gb", "bf16"), SRC_KUNDU, 25.0,
-                   note="the seed paper's 35x is for its own workload; shown for the dense model too")
-    report.compare("H100 -> GB200 NVL72, GPT-MoE-1.8T (FP8 -> FP4)", 4.0,
-                   speed(moe, "gb200", "fp4") / speed(moe, "h100-sxm", "fp8"), SRC_NV_GB200, 25.0)
-    report.compare("H100 -> GB200 NVL72, GPT-MoE-1.8T (FP8 both)", 4.0,
-                   speed(moe, "gb200", "fp8") / speed(moe, "h100-sxm", "fp8"), SRC_NV_GB200, 25.0,
-                   note="NVIDIA's footnote does not state the precision; same-precision variant")
-    report.compare("H100 -> B200 (HGX), GPT-MoE-1.8T (FP8 both)", 3.0,
-                   speed(moe, "b200", "fp8") / speed(moe, "h100-sxm", "fp8"), SRC_NV_B200, 25.0)
-    report.compare("H100 -> B200 (HGX), GPT-MoE-1.8T (FP8 -> FP4)", 3.0,
-                   speed(moe, "b200", "fp4") / speed(moe, "h100-sxm", "fp8"), SRC_NV_B200, 25.0,
-                   note="precision of the claim not stated; lowest-precision variant")
-    report.compare("H100 -> B200 per GPU, GPT-3 175B (FP8 both; MLPerf Training v4.1)", 2.2,
-                   speed(dense, "b200", "fp8") / speed(dense, "h100-sxm", "fp8"), SRC_MLPERF, 25.0,
-                   note="measured ratio from MLPerf submissions at different scales (64 B200 vs 256+ H100)")
+    for what, published, model, (old, old_prec), (new, new_prec), source, note in CLAIMS:
+        report.compare(what, published, speed(model, new, new_prec) / speed(model, old, old_prec), source, 25.0,
+                       note=note)
 
     # ---- decomposition tables ----
     steps = best[best["kind"] == "step"].copy()

@@ -62,16 +62,15 @@ def build(report, quick: bool = False) -> None:
 
     # ---- comparisons ----
     from dse import validate
-    v = validate.training_results()
-    v = v[v["model"].str.contains("Grok") & v["error_pct"].notna()]
+    rows = validate.training_results()
+    v = rows[rows["model"].str.contains("Grok") & rows["error_pct"].notna()]
     table = validate._read_csv("training.csv").set_index("id")
     for _, r in v.iterrows():
         t = table.loc[r["id"]]
         report.compare(f"{r['id']} Grok-1 {t['gpus']} GPUs EP{t['ep']} TP{t['tp']} {t['precision']} step time (s)",
                        r["measured"], r["predicted"], SRC_GROK, 25.0)
     # Megatron-Bridge MoE rows (Blackwell and H100, expert parallelism 8-64): DeepSeek-V3 and Qwen3-235B.
-    mb = validate.training_results()
-    mb = mb[mb["id"].str.startswith("MB") & mb["model"].isin(["DeepSeek-V3", "Qwen3-235B-A22B"])]
+    mb = rows[rows["id"].str.startswith("MB") & rows["model"].isin(["DeepSeek-V3", "Qwen3-235B-A22B"])]
     mb_table = validate._read_csv("megatron_bridge_training.csv").set_index("id")
     for _, r in mb.iterrows():
         t = mb_table.loc[r["id"]]
