@@ -70,12 +70,12 @@ def bench_model(name: str, evaluate, points: dict, repeat: int) -> dict:
 
 
 def bench_training(rows: int = 1_000_000, repeat: int = 3) -> dict:
-    from dse.perf.training import evaluate_training
+    from dse.evaluate import evaluate_training
     return bench_model("evaluate_training", evaluate_training, random_training_points(rows), repeat)
 
 
 def bench_inference(rows: int = 1_000_000, repeat: int = 3) -> dict:
-    from dse.perf.inference import evaluate_inference
+    from dse.evaluate import evaluate_inference
     return bench_model("evaluate_inference", evaluate_inference, random_inference_points(rows), repeat)
 
 

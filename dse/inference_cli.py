@@ -58,7 +58,7 @@ def roofline_plot(table, path, title: str) -> Path:
 def run(args) -> int:
     import pandas as pd
 
-    from dse.perf.inference import roofline_table
+    from dse.optable import roofline_table
 
     for name in ("batch", "isl", "osl", "tp"):
         if getattr(args, name) < 1:

@@ -21,7 +21,9 @@ another space's directory is refused (ConfigError) unless `overwrite=True`, whic
 dse's own files there.
 
 API: read_results(path, columns=None) -> pandas.DataFrame, read_manifest(path), part_files(path),
-iter_batches(path, columns) (streaming), prepare_output(...), write_part(...), to_arrow(...).
+iter_batches(path, columns) (streaming), prepare_output(...), write_part(...), to_arrow(...),
+write_table_atomic(path, table_or_frame, manifest) (single files: trials.parquet, pareto.parquet, ...),
+write_manifest(path, dict), git_revision(), package_versions().
 """
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ _OWN = re.compile(r"^(part-\d{6,}\.(parquet|empty)|\.part-.*\.tmp|manifest\.json
 
 # ----------------------------------------------------------------------------- manifest
 
-def _git_revision() -> str | None:
+def git_revision() -> str | None:
     here = Path(__file__).resolve().parent
     try:
         r = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
@@ -65,7 +67,7 @@ def _git_revision() -> str | None:
     return None
 
 
-def _package_versions() -> dict:
+def package_versions() -> dict:
     from importlib import metadata
     out = {"python": sys.version.split()[0]}
     for name in ("numpy", "pandas", "pyarrow", "joblib", "dask", "distributed", "optuna", "PyYAML"):
@@ -87,12 +89,14 @@ def make_manifest(space, chunk_size: int, evaluator: str) -> dict:
         "chunk_size": int(chunk_size),
         "n_chunks": space.n_chunks(chunk_size),
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "git_revision": _git_revision(),
-        "packages": _package_versions(),
+        "git_revision": git_revision(),
+        "packages": package_versions(),
     }
 
 
-def _write_json_atomic(path: Path, data: dict) -> None:
+def write_manifest(path, data: dict) -> None:
+    """Write a JSON manifest atomically (temp file, then rename)."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
     os.replace(tmp, path)
@@ -191,7 +195,7 @@ def prepare_output(path, space, overwrite: bool = False, chunk_size: int | None 
         _remove_own_files(p)
     p.mkdir(parents=True, exist_ok=True)
     manifest = make_manifest(space, chunk_size or space.chunk_size, evaluator)
-    _write_json_atomic(p / MANIFEST, manifest)
+    write_manifest(p / MANIFEST, manifest)
     return manifest, set()
 
 
@@ -203,15 +207,15 @@ def finish(path, rows: int, wall_s: float) -> dict:
     m["rows"] = int(rows)
     m["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     m["last_session_wall_s"] = round(float(wall_s), 3)
-    _write_json_atomic(p / MANIFEST, m)
+    write_manifest(p / MANIFEST, m)
     return m
 
 
 # ----------------------------------------------------------------------------- writing
 
 def _catalog_columns() -> set:
-    from dse import columns as C
-    return set(C.MODEL_COLUMNS) | set(C.HARDWARE_COLUMNS) | {"generation"}
+    from dse.space import catalog_names
+    return catalog_names() | {"generation"}
 
 
 def _small_int(lo: int, hi: int) -> pa.DataType:
@@ -277,6 +281,29 @@ def write_part(path, chunk_id: int, table: pa.Table | None) -> int:
         if tmp.exists():
             tmp.unlink(missing_ok=True)
     return 0 if table is None else table.num_rows
+
+
+def write_table_atomic(path, table, manifest: dict | None = None, metadata: dict | None = None) -> Path:
+    """One Parquet file (a pyarrow Table or a pandas DataFrame) written atomically (temp file in
+    the same directory, then rename); `manifest` goes into the key-value metadata under META_KEY,
+    `metadata` (str or bytes keys and values) beside it."""
+    p = Path(path)
+    if isinstance(table, pd.DataFrame):
+        table = pa.Table.from_pandas(table.reset_index(drop=True), preserve_index=False)
+    extra = {}
+    if manifest is not None:
+        extra[META_KEY] = json.dumps(manifest, default=str).encode()
+    for k, v in (metadata or {}).items():
+        extra[k.encode() if isinstance(k, str) else k] = v if isinstance(v, bytes) else str(v).encode()
+    if extra:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
+    tmp = p.with_name(f".{p.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        pq.write_table(table, tmp, compression=COMPRESSION)
+        os.replace(tmp, p)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return p
 
 
 # ----------------------------------------------------------------------------- reading

@@ -56,10 +56,8 @@ def resolve_evaluator(spec):
     """'training' | 'inference' | 'pkg.mod:func' | callable -> callable."""
     if callable(spec):
         return spec
-    if spec in (None, "training"):
-        return import_module("dse.perf.training").evaluate_training
-    if spec == "inference":
-        return import_module("dse.perf.inference").evaluate_inference
+    if spec in (None, "training", "inference"):  # the public API: wherever the drivers live
+        return getattr(import_module("dse"), f"evaluate_{spec or 'training'}")
     mod, _, fn = str(spec).partition(":")
     try:
         return getattr(import_module(mod), fn)

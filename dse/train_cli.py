@@ -9,13 +9,6 @@ import numpy as np
 
 from dse.errors import ConfigError
 
-# infeasible_reason prefix -> the field the user should change
-REASON_FIELD = (
-    ("tp*pp*dp*cp", "gpus"), ("tp must divide heads", "tp"), ("tp must divide kv_heads", "tp"),
-    ("pp*vp", "pp"), ("dp*micro_batch", "global_batch"), ("ep must divide dp", "ep"),
-    ("ep must divide experts", "ep"), ("cp must divide", "cp"), ("ep > 1", "ep"), ("degrees", "tp"),
-)
-
 INPUTS = (
     ("model", str, None), ("system", str, None), ("gpus", int, None), ("tp", int, 1), ("pp", int, 1),
     ("cp", int, 1), ("ep", int, 1), ("vp", int, 1), ("global_batch", int, None), ("micro_batch", int, 1),
@@ -32,10 +25,10 @@ def run(args) -> int:
         if value is not None:
             row[flag] = value == "on"
     out = dse.evaluate_training({k: np.array([v]) for k, v in row.items()})
-    reason = str(out["infeasible_reason"][0])
-    if reason and not reason.startswith("out of memory"):
-        field = next((f for prefix, f in REASON_FIELD if reason.startswith(prefix)), "mapping")
-        raise ConfigError(f"{field}: {reason}")
+    from dse.schema import REASON_CODE, REASONS
+    code, reason = int(out["infeasible_code"][0]), str(out["infeasible_reason"][0])
+    if code not in (0, REASON_CODE["out_of_memory"]):  # an impossible request: name the field to change
+        raise ConfigError(f"{REASONS[code].field}: {reason}")
     time_cols = ["compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s",
                  "dp_comm_s", "bubble_s", "optimizer_s"]
     mem_cols = ["weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes"]

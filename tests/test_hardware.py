@@ -7,9 +7,10 @@ from hypothesis import strategies as st
 
 import dse
 from dse import catalog
-from dse.columns import HARDWARE_COLUMNS, resolve_hardware
+from dse.evaluate import hardware_stage
+from dse.schema import HARDWARE_COLUMNS
 from dse.errors import ConfigError
-from dse.hardware import accelerator_columns, evaluate_hardware, memory_override
+from dse.hardware import accelerator, accelerator_columns, evaluate_hardware, memory_override, tables, tech
 
 SWEEP_NODES = ["n12", "n7", "n5", "n3", "n2", "a16", "a14", "a10"]
 
@@ -45,6 +46,21 @@ def test_h100_from_n4_technology():
     # SRAM (L2 + L1/shared = 83 MiB) follows from the A100 SRAM area fraction: out-of-sample.
     assert rel(hw.sram_bytes, 83 * 2**20) < 0.15
     assert hw.hw_fits
+
+
+@pytest.mark.parametrize("part", ["a100", "h100"])
+def test_calibration_anchor_reproduced_exactly_from_calibration_csv(part):
+    # The scaling is anchored on these parts: the anchor node, die, memory and link must give
+    # back the published MACs, tensor clock and TDP (calibration.csv), to rounding.
+    a = tables.calibration().loc[part]
+    hw = derived(node=a["node"], die_area_mm2=a["die_area_mm2"], memory=a["memory"],
+                 memory_stacks=a["memory_stacks"], scaleup=a["scaleup"], package="si-interposer")
+    assert hw.d2d_area_mm2 == 0  # one die: no die-to-die PHYs
+    assert hw.tensor_macs == pytest.approx(a["tensor_macs_bf16_per_clock"], rel=1e-12)
+    assert hw.frequency_hz == pytest.approx(a["tensor_clock_hz"], rel=1e-12)
+    assert hw.tdp_w == pytest.approx(a["tdp_w"], rel=1e-12)
+    if part == tables.defaults()["sram_anchor"]:
+        assert hw.sram_bytes == pytest.approx(a["sram_mib"] * 2**20, rel=1e-12)
 
 
 def test_b200_two_die_n4_class_out_of_sample():
@@ -101,14 +117,27 @@ def test_unknown_node_names_field_and_closest():
     with pytest.raises(ConfigError) as e:
         evaluate_hardware({"node": ["n3", "n33"], "die_area_mm2": [600.0, 600.0]})
     msg = str(e.value)
-    assert msg.startswith("node:") and "n33" in msg and "n3" in msg
+    assert msg.startswith("node: unknown node 'n33' (closest:") and "n3" in msg
+    assert msg.endswith("see `dse list nodes`")
 
 
-@pytest.mark.parametrize("field,value", [("memory", "hbm5"), ("package", "cowos-x"), ("scaleup", "nvlink9"),
-                                         ("scaleout", "ib-zdr")])
-def test_unknown_technology_names(field, value):
-    with pytest.raises(ConfigError, match=f"^{field}:"):
+@pytest.mark.parametrize("field,value,kind,listing", [
+    ("memory", "hbm5", "memory", "memories"), ("package", "cowos-x", "package", "packages"),
+    ("scaleup", "nvlink9", "network", "networks"), ("scaleout", "ib-zdr", "network", "networks")])
+def test_unknown_technology_names(field, value, kind, listing):
+    # One resolver for every catalog (dse.catalog.resolve): field, kind, closest names, listing command.
+    with pytest.raises(ConfigError, match=f"^{field}: unknown {kind} '{value}' .*; see `dse list {listing}`$"):
         evaluate_hardware({"node": ["n5"], "die_area_mm2": [600.0], field: [value]})
+
+
+def test_technology_aliases_resolve_like_catalog_names():
+    vendor = evaluate_hardware({"node": ["4N"], "die_area_mm2": [814.0], "memory": ["HBM3"],
+                                "package": ["CoWoS-S"], "scaleup": ["NVLink 4"]})
+    canon = evaluate_hardware({"node": ["n4"], "die_area_mm2": [814.0], "memory": ["hbm3"],
+                               "package": ["si-interposer"], "scaleup": ["nvlink4"]})
+    for col in HARDWARE_COLUMNS:
+        assert vendor[col][0] == canon[col][0], col
+    assert tables.resolve("scaleup", "UCIe-A") == "ucie"
 
 
 def test_wrong_link_kind_is_config_error():
@@ -175,9 +204,13 @@ def test_rows_without_node_are_nan_for_catalog_fill():
 def test_resolve_hardware_uses_derived_columns():
     cols = {"node": np.array(["n3"]), "die_area_mm2": np.array([800.0]), "memory": np.array(["hbm4"]),
             "memory_stacks": np.array([6])}
-    resolve_hardware(cols)
-    assert cols["memory_bandwidth_bytes_per_s"][0] == pytest.approx(6 * 2048 * 10.74e9 / 8)
-    assert cols["memory_capacity_bytes"][0] == 6 * 36 * 2**30
+    hardware_stage(cols)
+    m = dse.hardware.memories().loc["hbm4"]
+    # stacks x interface width x pin rate as shipped (Rubin: 22 TB/s over 8 stacks), capacity in GiB
+    assert cols["memory_bandwidth_bytes_per_s"][0] == pytest.approx(
+        6 * m.interface_width_bits * m.accelerator_pin_rate_gbps * 1e9 / 8)
+    assert cols["memory_bandwidth_bytes_per_s"][0] == pytest.approx(6 / 8 * 22e12, rel=0.01)
+    assert cols["memory_capacity_bytes"][0] == 6 * m.capacity_per_stack_gib * 2**30
 
 
 def test_memory_override_keeps_catalog_numbers_for_own_memory_and_scales_others():
@@ -235,3 +268,104 @@ def test_default_memory_stacks_four_per_die_capped_by_shoreline():
     assert list(out["memory_stacks"]) == [4, 8, 2, 8]  # 100 mm2 die: one HBM3e per long edge
     assert list(out["hw_fits"]) == [True, True, True, False]  # B200-size on CoWoS-S: interposer too big
     assert "interposer" in out["hw_infeasible_reason"][3]
+
+
+# ---------------------------------------------------------------- the stages of accelerator_columns
+A = tables.assumptions()
+
+
+def test_defaults_come_from_the_catalog_and_resolve():
+    D = tables.defaults()
+    for field in ("package", "memory", "scaleup", "scaleout", "d2d_module"):
+        assert tables.resolve("d2d" if field == "d2d_module" else field, D[field]) == D[field]
+    out = accelerator_columns({"node": np.array(["n3"]), "die_area_mm2": np.array([800.0])})
+    t = accelerator.technology_rows({"node": np.array(["n3"])})
+    assert t["memory"]["name"][0] == D["memory"] and t["package"]["name"][0] == D["package"]
+    assert out["scaleup_domain"][0] == A["scaleup_domain"]
+    assert out["memory_stacks"][0] == A["memory_stacks_per_compute_die"]
+
+
+def test_wrong_link_kind_names_the_field_for_each_link():
+    with pytest.raises(ConfigError, match="^scaleup: 'ib-ndr' is a scale-out link"):
+        accelerator.technology_rows({"scaleup": np.array(["ib-ndr"])})
+
+
+def test_die_to_die_costs_logic_area_only_with_several_dies():
+    area = np.full(4, 600.0)
+    dies = np.array([1.0, 2.0, 4.0, 2.0])
+    t = accelerator.technology_rows({"package": np.array(["cowos-l"] * 3 + ["hybrid-bond"], dtype=object)})
+    d = accelerator.die_to_die(area, dies, t["package"], t["d2d"], A)
+    assert d["d2d_area_mm2"][0] == 0 and d["logic_area_mm2"][0] == 600.0
+    assert d["d2d_bandwidth_bytes_per_s"][0] == 0
+    # a chain of n dies: n-1 links, so more dies -> more package bandwidth and more PHY area per die
+    assert d["d2d_bandwidth_bytes_per_s"][2] == pytest.approx(3 * d["d2d_bandwidth_bytes_per_s"][1])
+    assert d["d2d_area_mm2"][2] > d["d2d_area_mm2"][1] > 0
+    # hybrid bonding shrinks the PHY (packaging.csv d2d_area_scale)
+    assert d["d2d_area_mm2"][3] == pytest.approx(0.1 * d["d2d_area_mm2"][1])
+    np.testing.assert_array_equal(d["logic_area_mm2"], area - d["d2d_area_mm2"])
+
+
+def test_memory_system_default_stacks_capped_by_shoreline_and_bandwidth_per_stack():
+    cols = {"memory": np.array(["hbm3e"] * 3, dtype=object)}
+    t = accelerator.technology_rows(cols)
+    m = accelerator.memory_system(cols, np.array([100.0, 800.0, 800.0]), np.array([1.0, 1.0, 2.0]), t["memory"], A)
+    assert m["memory_stacks"][0] == m["max_memory_stacks"][0] < A["memory_stacks_per_compute_die"]
+    assert list(m["memory_stacks"][1:]) == [4, 8]
+    per_stack = m["memory_bandwidth_bytes_per_s"] / m["memory_stacks"]
+    assert np.all(per_stack == per_stack[0])
+    # B200: 7.7 TB/s over 8 HBM3e stacks (the catalog's shipping pin rate)
+    assert m["memory_bandwidth_bytes_per_s"][2] == pytest.approx(7.7e12, rel=0.01)
+    assert np.all(m["memory_power_w"] > 0)
+
+
+def test_links_ucie_scaleup_grows_with_die_edge_and_io_power_counts_both_directions():
+    t = accelerator.technology_rows({"scaleup": np.array(["ucie", "ucie", "nvlink4"], dtype=object)})
+    area = np.array([200.0, 800.0, 800.0])
+    io = accelerator.links(area, t, np.zeros(3), A)
+    assert 0 < io["scaleup_bandwidth_bytes_per_s"][0] < io["scaleup_bandwidth_bytes_per_s"][1]
+    assert io["scaleup_bandwidth_bytes_per_s"][2] == 450e9  # NVLink 4: 900 GB/s both ways
+    assert io["io_power_w"][2] == pytest.approx(450e9 * 2 * 8 * 1.24e-12)
+    assert io["scaleout_latency_s"][0] > io["scaleup_latency_s"][2]
+
+
+def test_compute_power_budget_sets_clock_and_tdp():
+    node = {k: np.full(3, v) for k, v in tech.node_table().loc["n3"].items()}
+    cols = {"power_w": np.array([np.nan, 600.0, 50.0])}
+    c = accelerator.compute(cols, node, np.full(3, 800.0), np.ones(3), np.full(3, 60.0), np.full(3, 10.0))
+    assert c["frequency_hz"][0] == node["tensor_clock_hz"][0] and np.isnan(c["power_limited_clock_hz"][0])
+    assert c["tdp_w"][1] == pytest.approx(600.0) and c["frequency_hz"][1] < c["frequency_hz"][0]
+    assert c["power_limited_clock_hz"][2] <= 0 and c["frequency_hz"][2] == 0
+    np.testing.assert_allclose(c["peak_bf16_flops_per_s"], 2 * c["tensor_macs"] * c["frequency_hz"])
+
+
+def test_feasibility_flags_only_rows_with_a_node_and_joins_reasons():
+    out = accelerator_columns({"node": np.array(["n3", None, "n3"], dtype=object),
+                               "die_area_mm2": np.array([900.0, 900.0, 900.0]),
+                               "package": np.array(["organic"] * 3, dtype=object),
+                               "memory_stacks": np.array([6, 6, 0])})
+    assert list(out["hw_fits"]) == [False, True, False]
+    assert out["hw_infeasible_reason"][0].count("; ") == 1  # reticle; HBM on an organic substrate
+    assert "reticle" in out["hw_infeasible_reason"][2] and "HBM" not in out["hw_infeasible_reason"][2]
+    assert accelerator.hbm_packages() == "rdl, si-interposer, cowos-l, hybrid-bond"
+
+
+def test_hardware_imports_no_later_stage():
+    import ast
+    import pathlib
+    later = ("dse.perf", "dse.economics", "dse.evaluate", "dse.study", "dse.sweep", "dse.reports", "dse.validat")
+    for path in pathlib.Path(dse.hardware.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not any(n.startswith(later) for n in names), (path.name, names)
+
+
+def test_hardware_catalog_rows_have_a_basis():
+    for file in ("assumptions.csv", "hardware_defaults.csv", "organic_substrate.csv", "calibration.csv"):
+        t = tables._read(file)
+        basis = t["basis"] if "basis" in t else t["source"]
+        assert basis.fillna("").str.len().gt(15).all(), file

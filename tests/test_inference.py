@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 import dse
 from dse import catalog
 from dse.errors import ConfigError
-from dse.perf.inference import OUTPUT_COLUMNS, evaluate_inference, roofline_table
+from dse.evaluate import evaluate_inference
+from dse.optable import roofline_table
+from dse.perf.inference import OUTPUT_COLUMNS
 
 SYSTEMS = list(catalog.systems().index)
 MODELS = ["llama2-7b", "llama2-13b", "llama3.1-8b", "llama2-70b", "mixtral-8x7b"]
@@ -100,16 +102,18 @@ def test_weights_alone_over_capacity():
 
 
 @pytest.mark.parametrize("kw, text", [
-    (dict(tp=3, gpus=3), "tp must divide heads"),
-    (dict(tp=2, dp=1, gpus=8), "tp*pp*dp != gpus"),
-    (dict(pp=3, gpus=3), "pp must divide layers"),
-    (dict(ep=2, dp=2, gpus=2), "ep > 1 needs"),
-    (dict(batch=0), "positive integers"),
+    (dict(tp=3, gpus=3), "tp_heads"),
+    (dict(tp=2, dp=1, gpus=8), "split"),
+    (dict(pp=3, gpus=3), "pp_layers"),
+    (dict(ep=2, dp=2, gpus=2), "ep_dense"),
+    (dict(batch=0), "not_integer"),
 ])
 def test_infeasible_splits_have_reasons(kw, text):
     out = one(model="llama2-7b", system="h100-sxm", **{"batch": 4, "isl": 256, "osl": 64, **kw})
     assert not out["fits"]
-    assert text in out["infeasible_reason"]
+    from dse.schema import REASON_CODE, REASON_TEXT
+    assert out["infeasible_code"] == REASON_CODE[text]
+    assert out["infeasible_reason"] == REASON_TEXT[REASON_CODE[text]]
 
 
 def test_moe_expert_parallel_and_active_experts():

@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -155,7 +156,7 @@ def test_lazy_constraint_fallback_gives_the_same_rows(monkeypatch):
     d = {**TOY, "constraints": TOY["constraints"] + ["x != 3 or micro_batch != 1"]}
     exact = Space.from_dict(d)
     # too small to link the parallel-degree group with sp and x: those constraints run per chunk
-    monkeypatch.setattr(S, "MAX_GROUP_ROWS", max(g.n for g in exact._groups if "tp" in g.cols))
+    monkeypatch.setattr(sys.modules["dse.space.groups"], "MAX_GROUP_ROWS", max(g.n for g in exact._groups if "tp" in g.cols))
     lazy = Space.from_dict(d)
     assert exact.exact and not lazy.exact and lazy.size > exact.size
     rows = []

@@ -199,3 +199,19 @@ def test_cli_bad_arguments_exit_2(tmp_path):
     assert_one_line_exit_2(cli("pareto", out, "--objective", "nope:min"), "no such column")
     assert_one_line_exit_2(cli("pareto", out, "--objective", "toy_score_s:best"), "column:min or column:max")
     assert_one_line_exit_2(cli("top", out, "--by", "nope"), "no such column")
+
+
+def test_write_table_atomic_single_file_with_manifest(tmp_path):
+    """The one writer for single Parquet files (study trials/pareto/exhaustive): atomic, manifest
+    in the metadata, extra key-value metadata beside it, no temp file left behind."""
+    import json
+
+    import pandas as pd
+    import pyarrow.parquet as pq
+    df = pd.DataFrame({"a": [1, 2], "b": ["x", "y"]})
+    p = store.write_table_atomic(tmp_path / "t.parquet", df, {"seed": 3}, metadata={b"dse.study_hash": "abc"})
+    assert pd.read_parquet(p).equals(df)
+    meta = pq.read_schema(p).metadata
+    assert json.loads(meta[store.META_KEY])["seed"] == 3 and meta[b"dse.study_hash"] == b"abc"
+    assert store.read_manifest(p)["seed"] == 3
+    assert [f.name for f in tmp_path.iterdir()] == ["t.parquet"]

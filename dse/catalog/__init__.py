@@ -27,29 +27,44 @@ def _read(name: str) -> pd.DataFrame:
         return pd.read_csv(fh)
 
 
-def _alias_index(table: pd.DataFrame) -> dict[str, str]:
+# Every catalog whose rows are looked up by name: kind -> (file, plural used by `dse list`).
+NAMED = {
+    "system": ("systems.csv", "systems"), "model": ("models.csv", "models"),
+    "framework": ("frameworks.csv", "frameworks"), "node": ("nodes.csv", "nodes"),
+    "memory": ("memory.csv", "memories"), "network": ("network.csv", "networks"),
+    "package": ("packaging.csv", "packages"),
+}
+# How close a misspelling must be to a catalog name to be offered as "closest" (difflib ratio).
+CLOSE_MATCH_CUTOFF = 0.5
+
+
+@lru_cache(maxsize=None)
+def aliases(kind: str) -> dict[str, str]:
+    """Lower-case name or alias -> catalog name, for one named catalog."""
+    table = _read(NAMED[kind][0])
     index: dict[str, str] = {}
-    for name, aliases in zip(table["name"], table["aliases"].fillna("")):
-        index[name.lower()] = name
-        for alias in str(aliases).split(";"):
+    for name, more in zip(table["name"].astype(str), table["aliases"].fillna("")):
+        index[name.strip().lower()] = name.strip()
+        for alias in str(more).split(";"):
             if alias.strip():
-                index[alias.strip().lower()] = name
+                index[alias.strip().lower()] = name.strip()
     return index
 
 
-def _resolver(table: pd.DataFrame, kind: str, field: str):
-    index = _alias_index(table)
+def resolve(kind: str, value, field: str | None = None) -> str:
+    """Catalog name of `value` in the `kind` catalog (vendor spellings and aliases accepted).
 
-    def resolve(name: str) -> str:
-        key = str(name).strip().lower()
-        if key in index:
-            return index[key]
-        close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.5)
-        close_names = sorted({index[c] for c in close})
-        hint = f"closest: {', '.join(close_names)}" if close_names else f"known: {', '.join(table['name'])}"
-        raise ConfigError(f"{field}: unknown {kind} '{name}' ({hint}); see `dse list {kind}s`")
-
-    return resolve
+    The one alias resolver of dse: an unknown name is a ConfigError naming the field, the
+    closest catalog names and the command that lists them."""
+    index = aliases(kind)
+    key = str(value).strip().lower()
+    if key in index:
+        return index[key]
+    close = difflib.get_close_matches(key, list(index), n=3, cutoff=CLOSE_MATCH_CUTOFF)
+    names = sorted({index[c] for c in close})
+    plural = NAMED[kind][1]
+    hint = f"closest: {', '.join(names)}" if names else f"known: {', '.join(sorted(set(index.values())))}"
+    raise ConfigError(f"{field or kind}: unknown {kind} '{value}' ({hint}); see `dse list {plural}`")
 
 
 @lru_cache(maxsize=None)
@@ -101,24 +116,14 @@ def models() -> pd.DataFrame:
     return t.set_index("name", drop=False)
 
 
-@lru_cache(maxsize=None)
-def _system_resolver():
-    return _resolver(_read("systems.csv"), "system", "system")
-
-
-@lru_cache(maxsize=None)
-def _model_resolver():
-    return _resolver(_read("models.csv"), "model", "model")
-
-
 def resolve_system(name: str) -> str:
     """Catalog name of a system (accepts vendor spellings); ConfigError if unknown."""
-    return _system_resolver()(name)
+    return resolve("system", name, "system")
 
 
 def resolve_model(name: str) -> str:
     """Catalog name of a model (accepts published spellings); ConfigError if unknown."""
-    return _model_resolver()(name)
+    return resolve("model", name, "model")
 
 
 def system(name: str) -> pd.Series:
@@ -127,3 +132,42 @@ def system(name: str) -> pd.Series:
 
 def model(name: str) -> pd.Series:
     return models().loc[resolve_model(name)]
+
+
+@lru_cache(maxsize=None)
+def frameworks() -> pd.DataFrame:
+    """Framework presets (frameworks.csv): software settings per named framework, source and basis."""
+    return _read("frameworks.csv").set_index("name", drop=False)
+
+
+@lru_cache(maxsize=None)
+def constants() -> dict[str, float]:
+    """Physical and kernel constants (constants.csv), each with its source in the file."""
+    t = _read("constants.csv")
+    return {str(k): float(v) for k, v in zip(t["name"], t["value"])}
+
+
+def constant(name: str) -> float:
+    return constants()[name]
+
+
+@lru_cache(maxsize=None)
+def assumptions() -> dict[str, float]:
+    """Economic defaults and technology-model constants (assumptions.csv), each with its basis."""
+    t = _read("assumptions.csv")
+    return {str(k): float(v) for k, v in zip(t["name"], t["value"]) if _is_number(v)}
+
+
+def _is_number(v) -> bool:
+    try:
+        float(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+@lru_cache(maxsize=None)
+def prices() -> dict[str, float]:
+    """price_usd per catalog system (NaN where systems.csv has no sourced price)."""
+    t = _read("systems.csv")
+    return dict(zip(t["name"].astype(str), t["price_usd"].astype(float)))

@@ -4,7 +4,7 @@ Public functions
 ----------------
 evaluate_hardware(frame)      DataFrame or dict of arrays in, same kind out, with the columns
                               of accelerator_columns added. Vectorized: no loop over rows.
-accelerator_columns(cols)     technology columns -> dict of arrays: every dse.columns.HARDWARE_COLUMNS
+accelerator_columns(cols)     technology columns -> dict of arrays: every dse.schema.HARDWARE_COLUMNS
                               name, sram_bytes, cost columns (dies_per_wafer, die_yield, die_cost_usd,
                               package_cost_usd, hbm_cost_usd, nre_per_unit_usd, manufacturing_cost_usd,
                               accelerator_cost_usd), diagnostics (tensor_macs, frequency_hz,
@@ -13,23 +13,21 @@ accelerator_columns(cols)     technology columns -> dict of arrays: every dse.co
                               package_yield), hw_fits (bool) and hw_infeasible_reason (str).
 memory_override(cols)         catalog `system` + `memory` (+ `memory_stacks`) -> new
                               memory_bandwidth_bytes_per_s, memory_capacity_bytes, memory_stacks.
-workload_costs(cols, step_time_s, tokens_per_step, gpus)
-                              accelerator_cost_usd, system_capex_usd, energy_j (per step),
-                              cost_per_run_usd, cost_per_million_tokens_usd (economics.py).
-nodes(), memories(), networks(), packages(), assumptions()
+nodes(), memories(), networks(), packages(), assumptions(), defaults()
                               the technology catalogs as DataFrames (sources beside numbers).
 
 Inputs of accelerator_columns
 -----------------------------
 required  node (n12, n7, n5, n4, n4p, n3, n2, a16, a14, a10, a7; aliases such as "3nm", "4N"),
           die_area_mm2 (per compute die)
-optional  compute_dies (1), package (si-interposer; organic, rdl, si-interposer, cowos-l, hybrid-bond),
-          memory (hbm3e; hbm2, hbm2e, hbm3, hbm3e, hbm4, hbm4e, gddr6, gddr7, lpddr5x, ddr5),
-          memory_stacks (4 per compute die, capped by the shoreline), scaleup (nvlink4; nvlink3..nvlink6, ucie),
-          scaleup_domain (8), scaleout (ib-ndr; ib-hdr, ib-ndr, ib-xdr, eth-400g, eth-800g, eth-1.6t),
+optional  compute_dies, package (organic, rdl, si-interposer, cowos-l, hybrid-bond),
+          memory (hbm2, hbm2e, hbm3, hbm3e, hbm4, hbm4e, gddr6, gddr7, lpddr5x, ddr5),
+          memory_stacks (a default per compute die, capped by the shoreline), scaleup (nvlink3..nvlink6, ucie),
+          scaleup_domain, scaleout (ib-hdr, ib-ndr, ib-xdr, eth-400g, eth-800g, eth-1.6t),
           power_w (none: run at the node clock), frequency_hz (the node clock),
-          wafer_cost_usd / defect_density_per_cm2 (node's), yield_clustering (10),
-          volume (1e6 units), gross_margin (0.85)
+          wafer_cost_usd / defect_density_per_cm2 (node's), yield_clustering, volume, gross_margin
+          Defaults: technology names in catalog/hardware_defaults.csv (si-interposer, hbm3e, nvlink4,
+          ib-ndr), numbers in catalog/assumptions.csv (1 die, 4 stacks per die, domain of 8, ...).
 
 How peak FLOP/s is derived (tech.py, calibrated once on A100/N7 and H100/4N, never per row):
 MACs per mm2 scale with logic density from the anchor, the tensor clock with the foundry's
@@ -39,7 +37,9 @@ shipped. Cost follows Chiplet Actuary (chiplet.py). Units are SI throughout; HBM
 
 Catalogs: dse/catalog/nodes.csv, memory.csv, network.csv, packaging.csv (technology, each number
 with its source; projections marked with their basis), calibration.csv (the anchor parts),
-assumptions.csv (model constants and economic defaults), systems.csv (memory_stacks, price_usd).
+assumptions.csv (model constants and economic defaults), hardware_defaults.csv (default technology
+names and named choices), organic_substrate.csv (Chiplet Actuary multi-chip substrate factors),
+systems.csv (memory_stacks, price_usd). Names resolve through dse.catalog.resolve (one resolver).
 """
 from __future__ import annotations
 
@@ -48,11 +48,10 @@ import pandas as pd
 from dse.columns import pack, to_columns
 from dse.hardware import tables
 from dse.hardware.accelerator import COST_COLUMNS, accelerator_columns
-from dse.hardware.economics import COST_OUTPUTS, workload_costs
 from dse.hardware.memory import memory_override
 
-__all__ = ["evaluate_hardware", "accelerator_columns", "memory_override", "workload_costs",
-           "nodes", "memories", "networks", "packages", "assumptions", "COST_COLUMNS", "COST_OUTPUTS"]
+__all__ = ["evaluate_hardware", "accelerator_columns", "memory_override",
+           "nodes", "memories", "networks", "packages", "assumptions", "defaults", "COST_COLUMNS"]
 
 
 def evaluate_hardware(frame):
@@ -62,20 +61,30 @@ def evaluate_hardware(frame):
 
 
 def nodes() -> pd.DataFrame:
+    """Logic nodes (nodes.csv), sources beside numbers."""
     return tables.table("nodes.csv")
 
 
 def memories() -> pd.DataFrame:
+    """DRAM generations (memory.csv), sources beside numbers."""
     return tables.table("memory.csv")
 
 
 def networks() -> pd.DataFrame:
+    """Scale-up, scale-out and die-to-die links (network.csv), sources beside numbers."""
     return tables.table("network.csv")
 
 
 def packages() -> pd.DataFrame:
+    """Packages (packaging.csv), sources beside numbers."""
     return tables.table("packaging.csv")
 
 
 def assumptions() -> dict[str, float]:
+    """Model constants and numeric defaults (assumptions.csv)."""
     return dict(tables.assumptions())
+
+
+def defaults() -> dict[str, str]:
+    """Default technology names and named choices (hardware_defaults.csv)."""
+    return dict(tables.defaults())

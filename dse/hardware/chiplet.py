@@ -9,24 +9,32 @@ densities per cm2, money in USD.
     2.5D package    interposer (its own wafer, yield y1), chips bonded with yield y2 = b^n,
                     package on substrate with yield y3; chip-last: failed bonds scrap the
                     interposer and the known-good chips on it (package.py, class Advanced)
-    NRE             node NRE for a 300 mm2 chip split into a per-mm2 module part (0.5),
-                    a per-mm2 chip part (0.3) and a fixed part (0.2); package NRE per mm2 + fixed
+    NRE             node NRE for a reference-size chip split into a per-mm2 module part,
+                    a per-mm2 chip part and a fixed part; package NRE per mm2 + fixed
+
+Every constant (wafer geometry, clustering, NRE split, organic-substrate factors) is an
+argument or a catalog row (dse/catalog/assumptions.csv, organic_substrate.csv), never a
+number in here.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from dse.hardware import tables
 
-def dies_per_wafer(area_mm2, wafer_diameter_mm=300.0, scribe_mm=0.2, edge_mm=5.0):
+MM2_PER_CM2 = 100.0
+
+
+def dies_per_wafer(area_mm2, *, wafer_diameter_mm, scribe_mm, edge_mm):
     """Gross dies per wafer (Chiplet Actuary chip.py N_die_total; fractional, as published)."""
     a = (np.sqrt(np.asarray(area_mm2, dtype=float)) + scribe_mm) ** 2
     return (np.pi * (wafer_diameter_mm / 2 - edge_mm) ** 2 / a
             - np.pi * (wafer_diameter_mm - 2 * edge_mm) / np.sqrt(2 * a))
 
 
-def die_yield(area_mm2, defect_density_per_cm2, clustering=10.0):
+def die_yield(area_mm2, defect_density_per_cm2, clustering):
     """Negative-binomial yield (1 + D0 A / alpha)^-alpha with A converted to cm2."""
-    area_cm2 = np.asarray(area_mm2, dtype=float) / 100.0
+    area_cm2 = np.asarray(area_mm2, dtype=float) / MM2_PER_CM2
     return (1.0 + np.asarray(defect_density_per_cm2) * area_cm2 / clustering) ** (-np.asarray(clustering, dtype=float))
 
 
@@ -36,15 +44,22 @@ def known_good_die_cost(wafer_cost_usd, dies, yield_):
 
 
 def organic_substrate_factor(package_area_mm2, chips):
-    """Chiplet Actuary OS cost/NRE multiplier: 1 for one chip, 1.5 / 1.75 / 2 by package size."""
-    return np.where(chips <= 1, 1.0,
-                    np.where(package_area_mm2 > 30 * 30, 2.0,
-                             np.where(package_area_mm2 > 17 * 17, 1.75, 1.5)))
+    """Chiplet Actuary OS cost/NRE multiplier: none (x 1) for one chip, else a step in package size.
+
+    Multi-chip organic packages need more substrate layers for the chip-to-chip wiring; the
+    steps (thresholds exclusive) are dse/catalog/organic_substrate.csv. A NaN area takes the
+    first step, as the published `if/elif` chain does.
+    """
+    thresholds, factors = tables.organic_substrate_factors()
+    multi_chip = np.full(np.shape(package_area_mm2), factors[0])
+    for above_mm2, factor in zip(thresholds[1:], factors[1:]):
+        multi_chip = np.where(package_area_mm2 > above_mm2, factor, multi_chip)
+    return np.where(chips <= 1, 1.0, multi_chip)
 
 
 def package_costs(*, organic, n_dies, die_area_mm2, die_raw_usd, die_kgd_usd,
-                  mem_on_package, mem_footprint_mm2, mem_unit_usd, p, wafer_diameter_mm=300.0,
-                  scribe_mm=0.2, edge_mm=5.0, si_cost_per_mm2=0.0):
+                  mem_on_package, mem_footprint_mm2, mem_unit_usd, p, wafer_diameter_mm,
+                  scribe_mm, edge_mm, si_cost_per_mm2):
     """Package cost per accelerator, vectorized over rows.
 
     organic: bool array (organic substrate, Chiplet Actuary OS) else a 2.5D interposer
@@ -78,7 +93,7 @@ def package_costs(*, organic, n_dies, die_area_mm2, die_raw_usd, die_kgd_usd,
     # Interposer (SI / RDL / CoWoS-L / hybrid bond), chip-last.
     int_area = np.nan_to_num(p["interposer_area_scale"], nan=1.0) * silicon_area
     pkg_area = int_area * p["substrate_area_scale"]
-    n_int = dies_per_wafer(int_area, wafer_diameter_mm, scribe_mm, edge_mm)
+    n_int = dies_per_wafer(int_area, wafer_diameter_mm=wafer_diameter_mm, scribe_mm=scribe_mm, edge_mm=edge_mm)
     int_cost = (np.nan_to_num(p["interposer_wafer_cost_usd"]) / n_int
                 + int_area * np.nan_to_num(p["interposer_bump_cost_usd_per_mm2"])
                 + np.nan_to_num(p["bridge_area_fraction"]) * int_area * si_cost_per_mm2)
@@ -106,8 +121,8 @@ def package_costs(*, organic, n_dies, die_area_mm2, die_raw_usd, die_kgd_usd,
     }
 
 
-def chip_nre(node_nre_usd, die_area_mm2, logic_area_mm2, chiplet, *, module_fraction=0.5,
-             chip_fraction=0.3, reference_area_mm2=300.0, d2d_area_mm2=20.0):
+def chip_nre(node_nre_usd, die_area_mm2, logic_area_mm2, chiplet, *, module_fraction,
+             chip_fraction, reference_area_mm2, d2d_area_mm2):
     """NRE of one compute-die design (all compute dies identical): modules + chip + D2D module."""
     per_mm2 = np.asarray(node_nre_usd, dtype=float) / reference_area_mm2
     module = module_fraction * per_mm2 * logic_area_mm2

@@ -7,20 +7,24 @@ Capacities are GiB per stack (an "80GB" H100 has 5 x 16 GiB), price is per marke
 (= GiB for HBM).
 
 Shoreline: a die of area A is taken as a rectangle of the reticle's aspect ratio r
-(long side sqrt(A r)); memory sits along both long sides (dies of a multi-die package are
-joined along their short sides), and a row of stacks may overhang the die corners slightly:
-    max stacks = compute_dies x 2 x floor(overhang x long side / stack edge)
+(long side sqrt(A r)); memory sits along the long sides (`memory_edges_per_die`, both, in
+assumptions.csv; dies of a multi-die package are joined along their short sides), and a row
+of stacks may overhang the die corners slightly:
+    max stacks = compute_dies x edges x floor(overhang x long side / stack edge)
 """
 from __future__ import annotations
 
 import numpy as np
 
 from dse import catalog
-from dse.columns import as_float
+from dse.columns import as_float, categories
 from dse.errors import ConfigError
 from dse.hardware import tables
 
 GIB = 2**30
+BITS_PER_BYTE = 8
+GBIT = 1e9            # pin rates are Gb/s
+JOULES_PER_PJ = 1e-12
 MEMORY_COLUMNS = ("interface_width_bits", "accelerator_pin_rate_gbps", "capacity_per_stack_gib",
                   "energy_pj_per_bit", "price_usd_per_gb", "stack_edge_mm", "stack_footprint_mm2",
                   "needs_interposer")
@@ -28,21 +32,28 @@ MEMORY_COLUMNS = ("interface_width_bits", "accelerator_pin_rate_gbps", "capacity
 
 def bandwidth_per_stack(m: dict) -> np.ndarray:
     """Bytes/s per stack (or device) for gathered memory.csv columns."""
-    return m["interface_width_bits"] * m["accelerator_pin_rate_gbps"] * 1e9 / 8
+    return m["interface_width_bits"] * m["accelerator_pin_rate_gbps"] * GBIT / BITS_PER_BYTE
 
 
 def capacity_per_stack(m: dict) -> np.ndarray:
+    """Bytes per stack (or device): catalog capacities are GiB."""
     return m["capacity_per_stack_gib"] * GIB
 
 
+def power_w(bandwidth_bytes_per_s, energy_pj_per_bit):
+    """DRAM interface power at full bandwidth: bits per second x energy per bit."""
+    return bandwidth_bytes_per_s * BITS_PER_BYTE * energy_pj_per_bit * JOULES_PER_PJ
+
+
 def long_side_mm(die_area_mm2, aspect_ratio):
+    """Long side of a die of the given area and aspect ratio (long / short)."""
     return np.sqrt(die_area_mm2 * aspect_ratio)
 
 
-def max_stacks(die_area_mm2, compute_dies, stack_edge_mm, aspect_ratio, overhang):
+def max_stacks(die_area_mm2, compute_dies, stack_edge_mm, aspect_ratio, overhang, edges_per_die):
     """Most stacks (or devices) the compute dies' memory shoreline can carry."""
     per_edge = np.floor(overhang * long_side_mm(die_area_mm2, aspect_ratio) / stack_edge_mm)
-    return compute_dies * 2 * per_edge
+    return compute_dies * edges_per_die * per_edge
 
 
 def memory_override(cols: dict) -> dict:
@@ -79,7 +90,6 @@ def memory_override(cols: dict) -> dict:
 
 
 def _system_gather(cols, systems, stacks_by_system):
-    from dse.columns import categories
     codes, uniques = categories(cols["system"])
     names = [catalog.resolve_system(u) for u in uniques]
     mem = tables.table("memory.csv")

@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
+BITS_PER_BYTE = 8
+DIRECTIONS = 2        # catalog link bandwidths are per direction; both directions draw power
+JOULES_PER_PJ = 1e-12
+
 
 def short_side_mm(die_area_mm2, aspect_ratio):
+    """Short side of a die of the given area and aspect ratio (long / short)."""
     return np.sqrt(die_area_mm2 / aspect_ratio)
+
+
+def link_power_w(*links):
+    """I/O power of links given as (bandwidth per direction bytes/s, energy pJ/bit) pairs, both
+    directions at full bandwidth. One formula for derived parts and calibration anchors."""
+    return sum(bw * DIRECTIONS * BITS_PER_BYTE * pj for bw, pj in links) * JOULES_PER_PJ
 
 
 def d2d(die_area_mm2, compute_dies, module_bw, module_area, module_shoreline, area_scale,

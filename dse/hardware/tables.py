@@ -1,66 +1,45 @@
 """Technology catalogs (nodes, memory, network, packaging, assumptions, calibration anchors).
 
 Each CSV under `dse/catalog/` keeps a source column beside every number; projections say
-so and give their basis. This module only loads them, resolves names (case-insensitive,
-with aliases) and gathers per-row arrays with integer codes, so a batch of any length
-costs one lookup per distinct name.
+so and give their basis. This module only loads them and gathers per-row arrays with
+integer codes, so a batch of any length costs one lookup per distinct name. Names are
+resolved by the catalog's one alias resolver (`dse.catalog.resolve`).
 """
 from __future__ import annotations
 
-import difflib
 from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
+from dse import catalog
 from dse.catalog import _read
 from dse.columns import categories
-from dse.errors import ConfigError
 
 MISSING = {"", "nan", "none", "<na>", "nat"}
 
-# field name in the batch -> (catalog file, kind used in messages)
+# field name in the batch -> (catalog file, catalog kind for dse.catalog.resolve)
 KINDS = {
     "node": ("nodes.csv", "node"),
     "memory": ("memory.csv", "memory"),
     "scaleup": ("network.csv", "network"),
     "scaleout": ("network.csv", "network"),
+    "d2d": ("network.csv", "network"),
     "package": ("packaging.csv", "package"),
 }
 
 
 @lru_cache(maxsize=None)
 def table(file: str) -> pd.DataFrame:
-    """A technology catalog indexed by its canonical (lower-case) name."""
+    """A technology catalog indexed by its catalog name (as `dse.catalog.resolve` returns it)."""
     t = _read(file)
-    t["name"] = t["name"].str.strip().str.lower()
+    t["name"] = t["name"].astype(str).str.strip()
     return t.set_index("name", drop=False)
 
 
-@lru_cache(maxsize=None)
-def _index(file: str) -> dict[str, str]:
-    t = table(file)
-    index: dict[str, str] = {}
-    for name, aliases in zip(t["name"], t["aliases"].fillna("")):
-        index[name] = name
-        for alias in str(aliases).split(";"):
-            if alias.strip():
-                index[alias.strip().lower()] = name
-    return index
-
-
 def resolve(field: str, value) -> str:
-    """Canonical catalog name for `value` of column `field`; ConfigError naming the closest."""
-    file, kind = KINDS[field]
-    index = _index(file)
-    key = str(value).strip().lower()
-    if key in index:
-        return index[key]
-    close = difflib.get_close_matches(key, list(index), n=3, cutoff=0.4)
-    names = sorted({index[c] for c in close})
-    known = ", ".join(table(file)["name"])
-    hint = f"closest: {', '.join(names)}" if names else f"known: {known}"
-    raise ConfigError(f"{field}: unknown {kind} '{value}' ({hint}); known {kind}s are in dse/catalog/{file}")
+    """Catalog name for `value` of batch column `field`; ConfigError naming `field` and the closest."""
+    return catalog.resolve(KINDS[field][1], value, field)
 
 
 @lru_cache(maxsize=None)
@@ -68,6 +47,21 @@ def assumptions() -> dict[str, float]:
     """Documented default inputs and model constants (dse/catalog/assumptions.csv)."""
     t = _read("assumptions.csv")
     return {str(k): float(v) for k, v in zip(t["name"], t["value"])}
+
+
+@lru_cache(maxsize=None)
+def defaults() -> dict[str, str]:
+    """Default technology names and named choices (dse/catalog/hardware_defaults.csv)."""
+    t = _read("hardware_defaults.csv")
+    return {str(k).strip(): str(v).strip() for k, v in zip(t["name"], t["value"])}
+
+
+@lru_cache(maxsize=None)
+def organic_substrate_factors() -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(package-area thresholds mm2, multi-chip factors), ascending (dse/catalog/organic_substrate.csv)."""
+    t = _read("organic_substrate.csv").sort_values("above_package_area_mm2")
+    return (tuple(float(x) for x in t["above_package_area_mm2"]),
+            tuple(float(x) for x in t["multi_chip_factor"]))
 
 
 @lru_cache(maxsize=None)
@@ -96,20 +90,16 @@ def gather(cols: dict, field: str, names: tuple[str, ...], default: str | None =
         vals = {c: np.full(n, t.at[canon, c], dtype=_dtype(t[c])) for c in names}
         return vals, np.full(n, canon, dtype=object), np.ones(n, dtype=bool)
     codes, uniques = categories(cols[field])
-    canon = []
-    for u in uniques:
-        canon.append(None if str(u).strip().lower() in MISSING else resolve(field, u))
-    canon_arr = np.asarray(canon + [None], dtype=object)
+    canon = [None if str(u).strip().lower() in MISSING else resolve(field, u) for u in uniques]
     codes = np.where(codes < 0, len(uniques), codes)  # pandas Categorical: -1 = missing
-    rows = [c for c in canon]
     out = {}
     for c in names:
         col = t[c]
         dt = _dtype(col)
-        per_unique = [col.at[r] if r is not None else (np.nan if dt == float else None) for r in rows]
+        per_unique = [col.at[r] if r is not None else (np.nan if dt == float else None) for r in canon]
         per_unique.append(np.nan if dt == float else None)
         out[c] = np.asarray(per_unique, dtype=dt)[codes]
-    names_row = canon_arr[codes]
+    names_row = np.asarray(canon + [None], dtype=object)[codes]
     valid = np.asarray([r is not None for r in canon] + [False], dtype=bool)[codes]
     return out, names_row, valid
 

@@ -13,7 +13,7 @@ anchor and N5-class and finer the H100 (4N) anchor (the `anchor` column of nodes
 density jump between them is the Ampere -> Hopper tensor-core redesign, carried by every later node.
 Relative speed is at iso-power and relative power at iso-speed (foundry claims, chained; nodes.csv).
 The SRAM area fraction (L2 + L1/shared over die area at the node's SRAM macro density) comes
-from the A100 anchor.
+from one anchor, the A100 (`sram_anchor` in hardware_defaults.csv).
 """
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from dse.hardware import memory, tables
+from dse.hardware import memory, network, tables
 
 MIB_BITS = 2**20
+GBYTE = 1e9           # network.csv bandwidths are GB/s
 
 
 @lru_cache(maxsize=None)
@@ -36,10 +37,9 @@ def anchors() -> pd.DataFrame:
     core_w = []
     for _, a in cal.iterrows():
         m = mem.loc[tables.resolve("memory", a["memory"])]
-        bw = a["memory_stacks"] * float(memory.bandwidth_per_stack(m))
-        p_mem = bw * 8 * m["energy_pj_per_bit"] * 1e-12
+        p_mem = memory.power_w(a["memory_stacks"] * float(memory.bandwidth_per_stack(m)), m["energy_pj_per_bit"])
         s = net.loc[tables.resolve("scaleup", a["scaleup"])]
-        p_io = s["bandwidth_per_dir_gbytes_s"] * 1e9 * 2 * 8 * np.nan_to_num(s["energy_pj_per_bit"]) * 1e-12
+        p_io = network.link_power_w((s["bandwidth_per_dir_gbytes_s"] * GBYTE, np.nan_to_num(s["energy_pj_per_bit"])))
         core_w.append(a["tdp_w"] - p_mem - p_io)
     cal["core_power_w"] = core_w
     cal["energy_per_mac_j"] = cal["core_power_w"] / (cal["tensor_macs_bf16_per_clock"] * cal["tensor_clock_hz"])
@@ -68,9 +68,8 @@ def node_table() -> pd.DataFrame:
 
 @lru_cache(maxsize=None)
 def sram_area_fraction() -> float:
-    """Fraction of die area that is L2 + L1/shared SRAM macros, from the A100 anchor."""
-    cal = tables.calibration()
-    a = cal.iloc[0]
+    """Fraction of die area that is L2 + L1/shared SRAM macros, from the `sram_anchor` part."""
+    a = tables.calibration().loc[tables.defaults()["sram_anchor"]]
     node = node_table().loc[tables.resolve("node", a["node"])]
     return float(a["sram_mib"] * MIB_BITS * 8 / (a["die_area_mm2"] * node["sram_bits_per_mm2"]))
 

@@ -87,10 +87,36 @@ def torus_collective_s(n, message_bytes, alpha, beta_per_gpu, dims, factor):
     return np.where(n > 1, total, 0.0)
 
 
-class Network:
-    """Per-row network parameters, built once per evaluation from the hardware columns."""
+class Placement:
+    """Where each parallel group's ranks sit: ranks are numbered TP innermost, then CP, then EP,
+    then PP, DP outermost; for every group, how many of its members share one scale-up domain
+    (`*_in`) and the stride between pipeline neighbours. The only place strides are computed."""
 
-    def __init__(self, cols: dict):
+    def __init__(self, domain, tp, cp, ep, pp, dp, hierarchical=True):
+        self.tp_in = ranks_per_domain(tp, 1, domain)
+        self.cp_stride = tp
+        self.ep_in = ranks_per_domain(ep, tp * cp, domain)
+        self.pp_stride = tp * cp * ep
+        outer_stride = tp * cp * ep * pp
+        outer_dp = dp / ep
+        # Dense DP group = the cp x dp ranks (CP at stride tp, EP ranks at stride tp*cp, outer DP at
+        # stride tp*cp*ep*pp); the expert DP group is the outer DP ranks only. A framework that runs
+        # DP collectives as flat rings over all ranks sends each GPU's traffic through its own NIC.
+        outer_in = np.where(outer_stride < domain, ranks_per_domain(outer_dp, outer_stride, domain), 1.0)
+        self.dense_dp_in = np.where(hierarchical, ranks_per_domain(cp * ep, tp, domain) * outer_in, 1.0)
+        self.expert_dp_in = np.where(hierarchical, ranks_per_domain(outer_dp, outer_stride, domain), 1.0)
+
+
+class Network:
+    """Per-row network parameters, built once per evaluation from the hardware columns.
+
+    `overhead_s` is a fixed time added to every collective and send of a group of more than one
+    rank (kernel launch and synchronisation, which dominate at decode's few-KB messages): the
+    serving engines' `collective_overhead_s`; training passes none (its collectives are large and
+    overlapped; a fitted per-collective floor for both is issue 12's calibration)."""
+
+    def __init__(self, cols: dict, overhead_s=0.0):
+        self.overhead = overhead_s
         self.domain = real(cols["scaleup_domain"])
         self.up_alpha = real(cols["scaleup_latency_s"])
         self.up_beta = real(cols["scaleup_bandwidth_bytes_per_s"]) * real(cols["scaleup_efficiency"])
@@ -100,7 +126,15 @@ class Network:
         self.torus_dims = (2 + (self.topology == 2)).astype(self.domain.dtype)
 
     # -- collectives over a group of n ranks, g of them inside one scale-up domain ---------
+    def _plus_overhead(self, n, t):
+        if isinstance(self.overhead, float) and self.overhead == 0.0:
+            return t
+        return np.where(n > 1, t + self.overhead, t)
+
     def all_reduce_s(self, n, g, message_bytes):
+        return self._plus_overhead(n, self._all_reduce_s(n, g, message_bytes))
+
+    def _all_reduce_s(self, n, g, message_bytes):
         within = g >= n
         across = n / g
         inside = (all_reduce_flat_s(n, message_bytes, self.up_alpha, self.up_beta)
@@ -119,6 +153,9 @@ class Network:
 
     def reduce_scatter_s(self, n, g, message_bytes):
         """Reduce-scatter (= all-gather time): inside the domain, then across domains on M/g."""
+        return self._plus_overhead(n, self._reduce_scatter_s(n, g, message_bytes))
+
+    def _reduce_scatter_s(self, n, g, message_bytes):
         across = n / g
         inner = reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up_beta)
         outer_ring = reduce_scatter_flat_s(across, message_bytes / g, self.out_alpha, self.out_beta)
@@ -132,6 +169,9 @@ class Network:
 
     def all_to_all_s(self, n, g, message_bytes):
         """Each rank sends M/n to every other rank; traffic leaving the domain uses the NIC."""
+        return self._plus_overhead(n, self._all_to_all_s(n, g, message_bytes))
+
+    def _all_to_all_s(self, n, g, message_bytes):
         n = np.maximum(n, 1)
         intra = (g - 1) / n * message_bytes / self.up_beta
         inter = (n - g) / n * message_bytes / self.out_beta
@@ -143,4 +183,4 @@ class Network:
         inside = stride < self.domain
         alpha = np.where(inside, self.up_alpha, self.out_alpha)
         beta = np.where(inside, self.up_beta, self.out_beta)
-        return alpha + message_bytes / beta
+        return alpha + message_bytes / beta + self.overhead

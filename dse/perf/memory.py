@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-WEIGHT_BYTES = 2.0
-GRAD_BYTES = 4.0
-OPTIMIZER_BYTES = 12.0
-ACT_BYTES = 2.0  # activations stay 16-bit between GEMMs, also in FP8 training
+from dse import catalog
+
+# Bytes per parameter and per activation element (dse/catalog/constants.csv, with sources).
+WEIGHT_BYTES = catalog.constant("weight_bytes")
+GRAD_BYTES = catalog.constant("grad_bytes")
+OPTIMIZER_BYTES = catalog.constant("optimizer_bytes")
+ACT_BYTES = catalog.constant("activation_bytes")
+LOGITS_BYTES = catalog.constant("logits_bytes")
 
 
 def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction):

@@ -13,11 +13,14 @@ Both parameters are per generation (catalog/efficiency.csv), never per row.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from dse import catalog
 from dse.columns import real
 
-OUTPUT_BYTES = 2.0  # GEMM outputs are written in BF16 (FP8/FP4 GEMMs accumulate and emit BF16)
+OUTPUT_BYTES = catalog.constant("gemm_output_bytes")
 
 
 def gemm_peak_flops_per_s(precision, hw: dict):
@@ -81,3 +84,49 @@ def gemm_compute_memory_s(m, n, k, count, operand_bytes, peak_flops_per_s, memor
     memory = gemm_bytes(m, n, k, operand_bytes, count) / (memory_bandwidth_bytes_per_s * memory_efficiency)
     live = m * n * k * count > 0
     return np.where(live, compute, 0.0), np.where(live, memory, 0.0)
+
+
+@dataclass
+class Rates:
+    """Achievable rates of one GPU for one pass: peaks, bandwidth and efficiencies per row."""
+    peak_gemm: object        # FLOP/s at the GEMM precision (gemm_peak_flops_per_s)
+    peak_bf16: object
+    bandwidth: object        # memory bandwidth, bytes/s
+    memory_efficiency: object
+    gemm_efficiency_max: object
+    gemm_half_dim: object
+    attention_efficiency: object
+
+    @classmethod
+    def of(cls, hw: dict, precision, memory_efficiency=None) -> "Rates":
+        return cls(gemm_peak_flops_per_s(precision, hw), hw["peak_bf16_flops_per_s"],
+                   hw["memory_bandwidth_bytes_per_s"],
+                   hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
+                   hw["gemm_efficiency_max"], hw["gemm_half_dim"], hw["attention_efficiency"])
+
+
+def op_compute_memory_s(op, r: Rates):
+    """(compute seconds, memory seconds) of one op of the inventory (dse.perf.layer), unweighted."""
+    if op.timing == "gemm":
+        peak = r.peak_gemm if op.low_precision else r.peak_bf16
+        return gemm_compute_memory_s(op.m, op.n, op.k, op.count, op.operand_bytes, peak, r.bandwidth,
+                                     r.gemm_efficiency_max, r.gemm_half_dim, r.memory_efficiency)
+    memory = stream_time_s(op.bytes, r.bandwidth, r.memory_efficiency)
+    if op.timing == "stream":
+        return 0.0, memory
+    return op.flops / (r.peak_bf16 * r.attention_efficiency), memory
+
+
+def op_time_s(op, r: Rates):
+    """Roofline time of one op: the longer of its compute and memory sides."""
+    compute, memory = op_compute_memory_s(op, r)
+    return np.maximum(compute, memory)
+
+
+def op_flops_bytes(op):
+    """(FLOPs, bytes) of one op (for roofline tables)."""
+    if op.timing == "gemm":
+        live = op.m * op.n * op.k * op.count > 0
+        return (np.where(live, gemm_flops(op.m, op.n, op.k, op.count), 0.0),
+                np.where(live, gemm_bytes(op.m, op.n, op.k, op.operand_bytes, op.count), 0.0))
+    return op.flops, op.bytes

@@ -23,9 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from dse import catalog
-from dse.columns import as_float, categories
+from dse.columns import as_float, length
 from dse.errors import ConfigError
-from dse.hardware import tables
 
 SECONDS_PER_YEAR = 365.25 * 86400
 J_PER_KWH = 3.6e6
@@ -35,30 +34,8 @@ COST_OUTPUTS = ("accelerator_cost_usd", "system_capex_usd", "energy_j", "cost_pe
                 "cost_per_million_tokens_usd")
 
 
-def catalog_price(cols: dict) -> np.ndarray:
-    """Per-row price_usd of the catalog `system` (NaN where no system or no sourced price)."""
-    n = tables._length(cols)
-    if "system" not in cols:
-        return np.full(n, np.nan)
-    raw = tables._read("systems.csv")
-    price = dict(zip(raw["name"].astype(str), raw["price_usd"].astype(float)))
-    codes, uniques = categories(cols["system"])
-    per = [np.nan if str(u).strip().lower() in tables.MISSING else price.get(catalog.resolve_system(u), np.nan)
-           for u in uniques]
-    codes = np.where(codes < 0, len(per), codes)
-    return np.asarray(per + [np.nan], dtype=float)[codes]
-
-
-def accelerator_price(cols: dict) -> np.ndarray:
-    """Price per accelerator: explicit/derived `accelerator_cost_usd`, else the catalog price."""
-    price = as_float(cols, "accelerator_cost_usd", np.nan)
-    if np.isnan(price).any():
-        price = np.where(np.isnan(price), catalog_price(cols), price)
-    return price
-
-
 def _inputs(cols: dict) -> dict[str, np.ndarray]:
-    A = tables.assumptions()
+    A = catalog.assumptions()
     # A missing assumption column stays a scalar default (broadcast, not a full-length array).
     v = {k: as_float(cols, k, A[k]) if k in cols else np.float64(A[k]) for k in ECONOMIC_INPUTS}
     for k in ("lifetime_years",):
@@ -81,12 +58,12 @@ def workload_costs(cols: dict, step_time_s, tokens_per_step, gpus) -> dict[str, 
     when present). step_time_s, tokens_per_step, gpus: arrays or scalars per row.
     Returns arrays for COST_OUTPUTS.
     """
-    n = tables._length(cols)
+    n = length(cols)
     step = np.broadcast_to(np.asarray(step_time_s, dtype=float), (n,))
     tokens = np.broadcast_to(np.asarray(tokens_per_step, dtype=float), (n,))
     g = np.broadcast_to(np.asarray(gpus, dtype=float), (n,))
     v = _inputs(cols)
-    price = accelerator_price(cols)
+    price = as_float(cols, "accelerator_cost_usd", np.nan)  # resolved: catalog price or the cost model's
     tdp = as_float(cols, "tdp_w", np.nan)
     scaleout_gbit_s = as_float(cols, "scaleout_bandwidth_bytes_per_s", np.nan) * 8 / 1e9
     network = v["network_cost_usd_per_gbit_s"] * np.nan_to_num(scaleout_gbit_s)

@@ -1,0 +1,147 @@
+"""The drivers: one design point per row, the whole pipeline readable in one place.
+
+    to_columns -> schema.check_known -> resolve (model, framework) -> hardware (technology-derived
+    accelerators; a catalog system's memory swap) -> resolve (system, defaults) -> normalise
+    (schema defaults, enum codes, float32) -> blockwise(kernel) -> reasons -> economics -> pack
+
+`evaluate_training`, `evaluate_inference` and `evaluate_hardware` take a pandas DataFrame or a
+mapping of columns (scalars broadcast) and give back the same kind, same rows, same order, with
+the result columns added. Columns are listed by `dse list columns` (dse.schema).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dse import economics, hardware, resolve, schema
+from dse.columns import MODEL_FLOAT, CatalogColumn, as_bool, as_float, blockwise, pack, real, to_columns
+from dse.errors import ConfigError
+from dse.perf.inference import inference_columns
+from dse.perf.training import training_columns
+
+
+def resolved(frame, evaluator: str):
+    """(caller's columns, resolved working columns, rows): names turned into numbers, hardware derived."""
+    cols, n = to_columns(frame)
+    schema.check_known(cols)
+    work = dict(cols)
+    resolve.model(work)
+    resolve.framework(work)
+    hardware_stage(work)
+    return cols, work, n
+
+
+def hardware_stage(work: dict) -> dict:
+    """Per-GPU hardware columns: technology-derived accelerators (rows with a `node`), catalog
+    systems (their NaN gaps), defaults for hardware given as numbers, and a catalog system's DRAM
+    replaced by another `memory` generation. Explicit hardware columns win. Returns `work`."""
+    if "node" in work:
+        for k, v in hardware.accelerator_columns(work).items():
+            work.setdefault(k, v)
+    resolve.system(work)
+    resolve.hardware_defaults(work)
+    if "memory" in work and "system" in work and "node" not in work:
+        work.update(hardware.memory_override(work))
+    return work
+
+
+def _numeric(work: dict, names) -> dict:
+    """Float32 arrays for the blockwise arithmetic (catalog columns stay lazy, looked up per block)."""
+    return {k: work[k].astype(MODEL_FLOAT) if isinstance(work[k], CatalogColumn)
+            else np.asarray(work[k], dtype=MODEL_FLOAT) for k in names}
+
+
+def _sequence_parallel(work: dict, tp) -> np.ndarray:
+    """Sequence parallelism: as given, else on with TP (Megatron-Core and NeMo recipes)."""
+    if "sp" not in work:
+        return tp > 1
+    sp = work["sp"]
+    if np.asarray(sp).dtype.kind == "f":
+        sp = np.asarray(sp)
+        return np.where(np.isnan(sp), tp > 1, sp != 0)
+    return as_bool(work, "sp", False)
+
+
+def training_inputs(work: dict, n: int) -> dict:
+    """Every input the training kernel reads, once for the whole batch."""
+    f = lambda k, d: as_float(work, k, d)  # noqa: E731
+    tp, pp, cp, ep, vp = f("tp", 1), f("pp", 1), f("cp", 1), f("ep", 1), f("vp", 1)
+    if "dp" in work:
+        dp = f("dp", 1)
+        gpus = f("gpus", np.nan)
+        gpus = np.where(np.isnan(gpus), tp * pp * dp * cp, gpus)
+    else:
+        gpus = f("gpus", np.nan)
+        if np.isnan(gpus).any():
+            raise ConfigError("gpus: missing; give `gpus` or `dp`")
+        dp = gpus / (tp * pp * cp)
+    micro_batch = f("micro_batch", 1)
+    global_batch = f("global_batch", np.nan)
+    global_batch = np.where(np.isnan(global_batch), dp * micro_batch, global_batch)
+    out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
+    degrees = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch,
+                   global_batch=global_batch, zero=f("zero", 0), moe_imbalance=f("moe_imbalance", 1.0))
+    out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in degrees.items()})
+    out.update(precision=schema.enum_codes(work, "precision"), recompute=schema.enum_codes(work, "recompute"),
+               sp=_sequence_parallel(work, tp), topology_code=schema.enum_codes(work, "topology"),
+               **{k: as_bool(work, k, False) for k in ("flash_attention", "dp_overlap", "tp_overlap", "dp_hierarchical")})
+    return out
+
+
+def inference_inputs(work: dict, n: int) -> dict:
+    """Every input the inference kernel reads, once for the whole batch."""
+    f = lambda k, d: as_float(work, k, d)  # noqa: E731
+    tp, pp, ep = f("tp", 1), f("pp", 1), f("ep", 1)
+    gpus, dp = f("gpus", np.nan), f("dp", np.nan)
+    dp = np.where(np.isnan(dp), np.where(np.isnan(gpus), 1.0, gpus / (tp * pp)), dp)
+    gpus = np.where(np.isnan(gpus), tp * pp * dp, gpus)
+    out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
+    scenario = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, batch=f("batch", 1), isl=f("isl", 128), osl=f("osl", 128))
+    out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in scenario.items()})
+    out.update(precision=schema.enum_codes(work, "precision"), kv_precision=schema.enum_codes(work, "kv_precision"),
+               topology_code=schema.enum_codes(work, "topology"),
+               flash_attention=as_bool(work, "flash_attention", True), gqa_kv_sharing=as_bool(work, "gqa_kv_sharing", True))
+    return out
+
+
+def _reasons(work: dict, out: dict) -> None:
+    """Reason text from the code; rows feasible so far whose derived accelerator cannot be built get
+    the hardware's own reason (code `hardware`)."""
+    code = out["infeasible_code"]
+    text = schema.REASON_TEXT[code]
+    if "hw_fits" in work:
+        bad = (code == 0) & ~np.asarray(work["hw_fits"], dtype=bool)
+        code = np.where(bad, schema.REASON_CODE["hardware"], code).astype(np.int8)
+        text = np.where(bad, np.asarray(work["hw_infeasible_reason"], dtype=object), text)
+    out["infeasible_code"], out["infeasible_reason"], out["fits"] = code, text, code == 0
+
+
+def evaluate_training(frame):
+    """Add training results to every row of `frame` (DataFrame or mapping of arrays)."""
+    _, work, n = resolved(frame, "training")
+    inputs = training_inputs(work, n)
+    with np.errstate(divide="ignore", invalid="ignore"):  # infeasible rows may divide by zero
+        out = blockwise(training_columns, inputs, n)
+    _reasons(work, out)
+    out.update(economics.workload_costs(work, out["step_time_s"], out["tokens_per_step"], inputs["gpus"]))
+    return pack(frame, out)
+
+
+def evaluate_inference(frame):
+    """Add inference results to every row of `frame`: one static batch of `batch` sequences of
+    `isl` prompt and `osl` output tokens (see dse.perf.inference)."""
+    _, work, n = resolved(frame, "inference")
+    inputs = inference_inputs(work, n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = blockwise(inference_columns, inputs, n)
+    _reasons(work, out)
+    # One batch run (prefill + decode of `batch` sequences) is the step, its output tokens the tokens.
+    output_tokens = real(inputs["batch"]).astype(float) * real(inputs["osl"])
+    out.update(economics.workload_costs(work, out["e2e_latency_s"], output_tokens, real(inputs["gpus"]).astype(float)))
+    return pack(frame, out)
+
+
+def evaluate_hardware(frame):
+    """Accelerator specs and cost per row from technology columns (see dse.hardware)."""
+    cols, _ = to_columns(frame)
+    schema.check_known(cols)
+    return pack(frame, hardware.accelerator_columns(cols))

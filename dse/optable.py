@@ -1,0 +1,119 @@
+"""Per-op breakdown of one design point per system: every kernel of the op inventory with its shape,
+FLOPs, bytes, arithmetic intensity, the system's ridge point, whether compute or memory bounds it
+and its time per layer (the same roofline sides as the evaluators). Phases: `prefill` and
+`decode` (inference), `train` (one training micro-batch, forward; backward is about 2x).
+
+    op_table(model, systems, phases=("prefill", "decode"), batch=1, isl=2048, osl=128, tp=1, ...)
+    roofline_table(...)   the inference phases (the `dse roofline` table)
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dse import catalog, schema
+from dse.columns import CatalogColumn
+from dse.errors import ConfigError
+from dse.evaluate import inference_inputs, resolved, training_inputs
+from dse.perf import layer as L
+from dse.perf import roofline as R
+from dse.perf.inference import Pass
+from dse.workload import Model
+
+PHASES = ("prefill", "decode", "train")
+
+
+def _frame(model, systems, tp, precision, kv_precision, flash_attention, extra) -> dict:
+    n = len(systems)
+    cols = {"system": np.asarray(systems, dtype=object), "tp": np.full(n, float(tp)), "gpus": np.full(n, float(tp)),
+            "precision": np.full(n, precision, dtype=object),
+            "kv_precision": np.full(n, kv_precision or "bf16", dtype=object),
+            "flash_attention": np.full(n, bool(flash_attention))}
+    if isinstance(model, str):
+        cols["model"] = np.full(n, catalog.resolve_model(model), dtype=object)
+    else:
+        cols.update({k: np.full(n, v) for k, v in dict(model).items()})
+    for k, v in extra.items():
+        cols[k] = np.full(n, v, dtype=object if isinstance(v, str) else None)
+    return cols
+
+
+def _phase_ops(phase, w, m, batch, isl, osl, tp, n):
+    """(ops, rates) of one phase for the n rows."""
+    ep = np.ones(n, dtype=np.float32)
+    b = np.full(n, float(batch), dtype=np.float32)
+    if phase == "train":
+        s = L.Shape(b, m.seq_len, m.seq_len, tp, ep)
+        operand = L.GEMM_OPERAND_BYTES[w["precision"]]
+        dense, moe = L.layer_shares(m)
+        ops = L.projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
+        if np.any(m.is_moe):
+            ops += L.moe_ops(m, s, operand, moe, w["moe_imbalance"])
+        ops += [L.fused_attention_op(m, s, 0.0, 1.0, 2.5)] + L.training_head_ops(m, s.tokens, tp)
+        hw = {k: w[k] for k in schema.HARDWARE_COLUMNS}
+        return ops, R.Rates.of(hw, w["precision"])
+    p = Pass(w, m, tp, ep)
+    decode = phase == "decode"
+    s = L.Shape(b, 1.0 if decode else float(isl), float(isl) + float(osl) / 2.0 if decode else float(isl), tp, ep)
+    return p.ops(s, decode) + [L.serving_head_op(m, b, tp, p.operand)], p.rates(decode)
+
+
+def op_table(model, systems, phases=("prefill", "decode"), batch=1, isl=2048, osl=128, tp=1, precision="bf16",
+             kv_precision=None, flash_attention=True, **extra) -> pd.DataFrame:
+    if isinstance(systems, str):
+        systems = [s for s in systems.split(",") if s.strip()]
+    systems = [catalog.resolve_system(s.strip()) for s in systems]
+    if not systems:
+        raise ConfigError("systems: empty list; give at least one catalog system, e.g. h100-sxm")
+    for ph in phases:
+        if ph not in PHASES:
+            raise ConfigError(f"phases: unknown phase '{ph}'; use {', '.join(PHASES)}")
+    n = len(systems)
+    _, work, _ = resolved(_frame(model, systems, tp, precision, kv_precision, flash_attention, extra), "inference")
+    w = inference_inputs(work, n)
+    w.update({k: v for k, v in training_inputs(work, n).items() if k not in w})
+    w = {k: v[:] if isinstance(v, CatalogColumn) else v for k, v in w.items()}  # one small block
+    m = Model(w)
+    rows = []
+    for phase in phases:
+        ops, rates = _phase_ops(phase, w, m, batch, isl, osl, w["tp"], n)
+        rows += _op_rows(phase, ops, rates, systems)
+    return pd.DataFrame(rows)
+
+
+def _op_rows(phase, ops, rates, systems) -> list:
+    n = len(systems)
+    at = lambda v, i: float(np.broadcast_to(np.asarray(v, dtype=float), (n,))[i])  # noqa: E731
+    rows = []
+    for op in ops:
+        if op.kind == "elementwise" or op.timing == "stream":
+            continue
+        flops, nbytes = R.op_flops_bytes(op)
+        compute, memory = R.op_compute_memory_s(op, rates)
+        peak = rates.peak_gemm if op.low_precision else rates.peak_bf16
+        for i, system in enumerate(systems):
+            if at(flops, i) <= 0 or at(op.weight, i) <= 0:
+                continue  # absent from this model (e.g. the dense MLP of an all-MoE model)
+            c, mm = at(compute, i), at(memory, i)
+            rows.append({
+                "system": system, "phase": phase, "op": op.name, "m": at(op.m, i), "n": at(op.n, i),
+                "k": at(op.k, i), "flops": at(flops, i), "bytes": at(nbytes, i),
+                "arithmetic_intensity": at(flops, i) / at(nbytes, i), "peak_flops_per_s": at(peak, i),
+                "memory_bandwidth_bytes_per_s": at(rates.bandwidth, i),
+                "ridge_flops_per_byte": at(peak, i) / at(rates.bandwidth, i),
+                "achievable_ridge_flops_per_byte": at(peak, i) * at(rates.gemm_efficiency_max, i)
+                / (at(rates.bandwidth, i) * at(rates.memory_efficiency, i)),
+                "bound": "compute" if c >= mm else "memory", "time_s": max(c, mm),
+                "attained_flops_per_s": at(flops, i) / max(c, mm)})
+    return rows
+
+
+def roofline_table(model, systems, batch=1, isl=2048, osl=128, tp=1, precision="bf16", kv_precision=None,
+                   flash_attention=True, **extra) -> pd.DataFrame:
+    """The inference phases of `op_table`, by system then phase (the `dse roofline` table)."""
+    table = op_table(model, systems, ("prefill", "decode"), batch, isl, osl, tp, precision, kv_precision,
+                     flash_attention, **extra)
+    order = {s: i for i, s in enumerate(dict.fromkeys(table["system"]))}
+    table["_s"] = table["system"].map(order)
+    table["_p"] = (table["phase"] == "decode").astype(int)
+    return table.sort_values(["_s", "_p"], kind="stable").drop(columns=["_s", "_p"]).reset_index(drop=True)

@@ -1,0 +1,173 @@
+"""The per-layer op inventory shared by training and inference: every kernel of a decoder layer
+(and of the output head) described once, by its GEMM shape or its FLOPs and bytes.
+
+An `Op` says what a kernel does, for one layer and one micro-batch (training) or one stage pass
+(inference) on one GPU; dse.perf.roofline turns it into (compute, memory) seconds. `weight` is the
+share of the model's layers that run it (dense MLP on dense layers, experts on MoE layers, flash
+or unfused attention per row) times any multiplier (the MoE load imbalance), `backward` the
+backward-pass time in units of the forward (training).
+
+Phases differ only where the physics does: dropout and FP8 input casts exist in training, RoPE and
+the KV-cache write are counted in serving, decode attention streams the KV cache, the training
+head computes the loss in FP32 while serving computes logits of the last token only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dse import catalog
+
+K = catalog.constants()
+ACT_BYTES = K["activation_bytes"]
+LOGITS_BYTES = K["logits_bytes"]
+GEMM_OPERAND_BYTES = np.array([2.0, 1.0, 0.5], dtype=np.float32)   # bf16, fp8, fp4 (bytes/element)
+
+
+@dataclass
+class Op:
+    name: str
+    kind: str                 # gemm (a linear layer) | attention | elementwise | head
+    timing: str               # gemm | fused | stream: how roofline.py times it
+    m: object = 0.0           # GEMM shape (m x k) @ (k x n), `count` of them
+    n: object = 0.0
+    k: object = 0.0
+    count: object = 1.0
+    operand_bytes: object = 2.0
+    low_precision: bool = False   # runs at the GEMM precision's peak (else BF16)
+    flops: object = 0.0       # fused and stream ops: given directly
+    bytes: object = 0.0
+    weight: object = 1.0
+    backward: object = 2.0
+
+
+@dataclass
+class Shape:
+    """What one pass computes on one GPU: `seqs` sequences each adding `q_len` tokens that attend to
+    `ctx` keys, under tensor parallelism `tp` and expert parallelism `ep`."""
+    seqs: object
+    q_len: object
+    ctx: object
+    tp: object
+    ep: object
+
+    @property
+    def tokens(self):
+        return self.seqs * self.q_len
+
+
+def kv_width_local(m, tp):
+    """K (or V) width per GPU: KV heads are sharded over TP and replicated when tp > kv_heads."""
+    return m.head_dim * np.maximum(m.kv_heads / tp, 1.0)
+
+
+def projection_ops(m, s: Shape, operand) -> list:
+    q_local = m.q_dim / s.tp
+    return [Op("qkv_proj", "gemm", "gemm", s.tokens, q_local + 2 * kv_width_local(m, s.tp), m.hidden,
+               operand_bytes=operand, low_precision=True),
+            Op("attn_out_proj", "gemm", "gemm", s.tokens, m.hidden, q_local, operand_bytes=operand,
+               low_precision=True)]
+
+
+def mlp_ops(m, s: Shape, operand, dense_share) -> list:
+    up = m.mlp_mats - 1
+    return [Op("mlp_up_gate", "gemm", "gemm", s.tokens, up * m.ffn / s.tp, m.hidden, operand_bytes=operand,
+               low_precision=True, weight=dense_share),
+            Op("mlp_down", "gemm", "gemm", s.tokens, m.hidden, m.ffn / s.tp, operand_bytes=operand,
+               low_precision=True, weight=dense_share)]
+
+
+def experts_touched(m, routed_tokens):
+    """Expected distinct experts hit by `routed_tokens` tokens each routed to top_k of E experts."""
+    experts = np.maximum(m.experts, 1)
+    with np.errstate(divide="ignore"):  # top_k == experts: log1p(-1) = -inf, every expert touched
+        touched = experts * -np.expm1(routed_tokens * np.log1p(-np.minimum(m.top_k / experts, 1.0)))
+    return np.maximum(touched, np.minimum(routed_tokens * m.top_k, 1.0))
+
+
+def moe_ops(m, s: Shape, operand, moe_share, imbalance) -> list:
+    """Router, routed experts (grouped GEMMs on this GPU's active experts, paced by the busiest one)
+    and shared experts of one MoE layer. The tokens of the EP group are routed over E experts; this
+    GPU holds E/ep of them, each sharded over TP."""
+    up = m.mlp_mats - 1
+    routed = s.tokens * s.ep
+    touched = experts_touched(m, routed)
+    local = touched / s.ep
+    per_expert = routed * m.top_k / np.maximum(touched, 1e-30)
+    shared = m.shared_experts * m.moe_ffn / s.tp
+    return [
+        Op("router", "gemm", "gemm", s.tokens, m.experts, m.hidden, weight=moe_share),
+        Op("expert_up_gate", "gemm", "gemm", per_expert, up * m.moe_ffn / s.tp, m.hidden, count=local,
+           operand_bytes=operand, low_precision=True, weight=moe_share * imbalance),
+        Op("expert_down", "gemm", "gemm", per_expert, m.hidden, m.moe_ffn / s.tp, count=local,
+           operand_bytes=operand, low_precision=True, weight=moe_share * imbalance),
+        Op("shared_expert_up_gate", "gemm", "gemm", s.tokens, up * shared, m.hidden, operand_bytes=operand,
+           low_precision=True, weight=moe_share),
+        Op("shared_expert_down", "gemm", "gemm", s.tokens, m.hidden, shared, operand_bytes=operand,
+           low_precision=True, weight=moe_share),
+    ]
+
+
+def attention_flops(m, seqs, q_len, ctx, tp):
+    """Score and attention x V FLOPs of one layer (no causal saving): 4 s_q s_k d per head."""
+    return 4.0 * seqs * (m.heads / tp) * q_len * ctx * m.head_dim
+
+
+def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward) -> Op:
+    """FlashAttention-class prefill/training kernel: HBM load of Q, K, V, tile GEMMs on chip, HBM
+    store of O (and, serving, the new KV-cache entries); causal masking skips half the tiles."""
+    nbytes = s.tokens * ((2 * m.q_dim / s.tp + 2 * kv_width_local(m, s.tp)) * ACT_BYTES + kv_write_bytes_per_token)
+    return Op("attention", "attention", "fused", s.q_len, s.ctx, m.head_dim,
+              flops=attention_flops(m, s.seqs, s.q_len, s.ctx, s.tp) * K["causal_skip"], bytes=nbytes,
+              weight=weight, backward=backward)
+
+
+def unfused_attention_ops(m, s: Shape, dropout, weight) -> list:
+    """Megatron-LM's unfused attention: scores GEMM, softmax (+ dropout) over the stored scores,
+    attention x V GEMM, all in 16 bit."""
+    batch = s.seqs * m.heads / s.tp
+    score_bytes = K["unfused_score_bytes"] + K["unfused_dropout_score_bytes"] * dropout
+    return [Op("attention_scores", "attention", "gemm", s.q_len, s.ctx, m.head_dim, count=batch, weight=weight),
+            Op("attention_av", "attention", "gemm", s.q_len, m.head_dim, s.ctx, count=batch, weight=weight),
+            Op("attention_softmax", "attention", "stream", s.q_len, s.ctx, 1.0,
+               bytes=batch * s.q_len * s.ctx * score_bytes, weight=weight)]
+
+
+def decode_attention_op(m, s: Shape, kv_cache_token, kv_reads) -> Op:
+    """One query token per sequence against its KV cache (FlashDecoding / XQA: the query heads of a
+    KV group share one read of K and V unless `kv_reads` says otherwise)."""
+    flops = attention_flops(m, s.seqs, 1.0, s.ctx, s.tp)
+    nbytes = s.seqs * s.ctx * kv_cache_token * kv_reads + s.seqs * (2 * m.q_dim / s.tp * ACT_BYTES + kv_cache_token)
+    return Op("attention", "attention", "fused", m.heads / np.maximum(m.kv_heads, 1), s.ctx, m.head_dim,
+              flops=flops, bytes=nbytes)
+
+
+def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout=0.0, rope=0.0, fp8_casts=0.0) -> Op:
+    """Norms, residual adds, activation (and dropout, RoPE, FP8 input casts where the phase has
+    them); `hidden_split` divides the hidden-size terms (sequence parallelism)."""
+    ffn_local = (dense_share * m.ffn + moe_share * m.moe_ffn * (m.top_k + m.shared_experts)) / s.tp
+    activation = 2 * m.mlp_mats * ffn_local          # GeLU: read f, write f; gated: read 2f, write f
+    hidden_bytes = K["norm_residual_hidden_bytes"] + K["dropout_hidden_bytes"] * dropout + K["rope_hidden_bytes"] * rope
+    casts = fp8_casts * K["fp8_cast_passes"] * (2 * m.hidden / hidden_split + (m.q_dim + m.ffn) / s.tp)
+    per_token = activation + hidden_bytes * m.hidden / hidden_split + casts
+    return Op("elementwise", "elementwise", "stream", s.tokens, m.hidden, 1.0, bytes=s.tokens * per_token)
+
+
+def training_head_ops(m, tokens, tp) -> list:
+    """Output layer over every token (BF16) and the FP32 cross entropy: forward + backward of the
+    GEMM is 3 GEMMs, the loss's logits traffic is paid forward and backward."""
+    logits_bytes = tokens * m.vocab / tp * LOGITS_BYTES * K["loss_passes"]
+    return [Op("logits", "head", "gemm", tokens, m.vocab / tp, m.hidden, backward=2.0),
+            Op("loss", "head", "stream", tokens, m.vocab / tp, 1.0, bytes=logits_bytes, backward=1.0)]
+
+
+def serving_head_op(m, seqs, tp, operand) -> Op:
+    """LM head on the last token of each sequence (last stage), at the GEMM precision."""
+    return Op("lm_head", "head", "gemm", seqs, m.vocab / tp, m.hidden, operand_bytes=operand, low_precision=True)
+
+
+def layer_shares(m):
+    """(dense-MLP share, MoE share) of the model's layers."""
+    moe = np.where(m.layers > 0, m.moe_layers / m.layers, 0.0)
+    return 1.0 - moe, moe

@@ -1,0 +1,192 @@
+"""Every input and output column of dse, and every reason a design point is infeasible: one place.
+
+The column table is data (`dse/catalog/columns.csv`): name, group, dtype, unit, default (a number,
+a name, `catalog:<table>` when a catalog fills it, or a formula of other columns), domain, which
+evaluators read it, and a one-line doc. The evaluators, space and study files, the store, plots
+(axis labels from units) and `dse list columns` all read it from here.
+
+Domains: `>=1`, `>0`, `>=0`, `(0;1]`, `[0;1)`, `[0;1]`, `bool`, a `;`-separated list of allowed values
+(enumerations and ZeRO stages), or `catalog:<kind>` for a name looked up in a catalog.
+
+Infeasibility reasons live in `REASONS`: a small integer code (stored as `infeasible_code`), the
+text (`infeasible_reason`) and the input field a user changes to fix it. Training, inference and
+the hardware model share the codes, so nothing needs to parse reason text.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from dse.errors import ConfigError
+
+# Prefix of columns a user may carry through an evaluation untouched (labels, ids).
+USER_PREFIX = "user_"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    group: str        # name, model, hardware, efficiency, technology, mapping, setting, scenario,
+    dtype: str        # economics; outputs: training, inference, output, economics-out, hardware-out, study
+    unit: str         # name | int | float | bool | enum | str
+    default: str
+    domain: str
+    evaluators: tuple
+    doc: str
+
+    @property
+    def is_input(self) -> bool:
+        return bool(self.evaluators)
+
+
+@lru_cache(maxsize=None)
+def columns() -> dict[str, Column]:
+    from dse.catalog import _read
+    t = _read("columns.csv").fillna("")
+    return {r.name: Column(r.name, r.group, r.dtype, str(r.unit), str(r.default), str(r.domain),
+                           tuple(e for e in str(r.evaluators).split(";") if e), r.doc)
+            for r in t.itertuples(index=False)}
+
+
+def names(group: str | None = None, evaluator: str | None = None) -> tuple[str, ...]:
+    """Column names in table order, optionally of one group and/or read by one evaluator."""
+    return tuple(c.name for c in columns().values()
+                 if (group is None or c.group == group) and (evaluator is None or evaluator in c.evaluators))
+
+
+# Model columns a `model` name fills, and per-GPU hardware columns a `system` name fills.
+MODEL_COLUMNS = names("model")
+HARDWARE_COLUMNS = tuple(n for n in names("hardware") if n != "accelerator_cost_usd") + names("efficiency")
+TECHNOLOGY_COLUMNS = names("technology")
+
+
+def unit(name: str) -> str:
+    c = columns().get(name)
+    return c.unit if c is not None else ""
+
+
+def check_known(cols, where: str = "input") -> None:
+    """ConfigError for the first column the schema does not know, with the closest known names."""
+    known = columns()
+    for name in cols:
+        key = str(name)
+        if key in known or key.startswith(USER_PREFIX):
+            continue
+        close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}?" if close else "see `dse list columns`"
+        raise ConfigError(f"{key}: unknown {where} column ({hint}); prefix your own columns with "
+                          f"'{USER_PREFIX}' to carry them through")
+
+
+# ---- enumerations: value spellings (lower case) and vendor aliases -> integer codes ----------
+ENUMS = {
+    "precision": ("bf16", "fp8", "fp4"),
+    "kv_precision": ("bf16", "fp8", "fp4"),
+    "recompute": ("none", "selective", "full"),
+    "topology": ("fat-tree", "torus2d", "torus3d"),
+}
+_PRECISION_ALIASES = {"bf16": 0, "fp16": 0, "mixed": 0, "fp16 mixed": 0, "bfloat16": 0,
+                      "fp8": 1, "fp8-e4m3": 1, "fp4": 2, "nvfp4": 2, "mxfp4": 2}
+ENUM_ALIASES = {
+    "precision": _PRECISION_ALIASES,
+    "kv_precision": _PRECISION_ALIASES,
+    "recompute": {"none": 0, "no": 0, "off": 0, "selective": 1, "full": 2},
+    "topology": {"fat-tree": 0, "fattree": 0, "switched": 0, "torus2d": 1, "2d-torus": 1,
+                 "torus3d": 2, "3d-torus": 2},
+}
+BOOL_WORDS = {"true": True, "yes": True, "1": True, "on": True, "1.0": True,
+              "false": False, "no": False, "0": False, "off": False, "none": False, "0.0": False}
+
+
+def enum_code(name: str, value) -> int:
+    """Integer code of one spelling of an enumeration value; ConfigError naming the choices."""
+    key = str(value).strip().lower()
+    table = ENUM_ALIASES[name]
+    if key not in table:
+        raise ConfigError(f"{name}: unknown value '{value}'; use one of {', '.join(ENUMS[name])}")
+    return table[key]
+
+
+def enum_codes(cols: dict, name: str, default: str | None = None) -> np.ndarray:
+    """Integer codes of an enumeration column (spellings, aliases, or codes already), int8;
+    the default value where the column is absent or a value is missing."""
+    from dse.columns import categories, length
+    default = default if default is not None else columns()[name].default
+    n = length(cols)
+    if name not in cols:
+        return np.full(n, enum_code(name, default), dtype=np.int8)
+    v = cols[name]
+    if not hasattr(v, "categories") and np.asarray(v).dtype.kind in "iu":
+        return np.asarray(v, dtype=np.int8)
+    codes, uniques = categories(v)
+    table = [enum_code(name, u) for u in uniques] + [enum_code(name, default)]
+    return np.asarray(table, dtype=np.int8)[np.where(codes < 0, len(table) - 1, codes)]
+
+
+# ---- domains ---------------------------------------------------------------------------------
+def out_of_domain(name: str, values) -> np.ndarray:
+    """Mask of the values outside the column's declared domain (NaN counts as outside).
+    Names, enumerations and booleans are checked where they are resolved, not here."""
+    v = np.asarray(values, dtype=float)
+    dom = columns()[name].domain
+    integer = columns()[name].dtype == "int"
+    with np.errstate(invalid="ignore"):
+        if dom in ("", "bool") or dom.startswith("catalog:") or name in ENUMS:
+            return np.zeros(v.shape, dtype=bool)
+        if ";" in dom and not dom.startswith(("(", "[")):
+            allowed = np.array([float(x) for x in dom.split(";")])
+            return ~np.isin(v, allowed)
+        bad = ~np.isfinite(v) if dom != ">0" or name != "memory_capacity_bytes" else np.isnan(v)
+        if dom.startswith(">="):
+            bad |= ~(v >= float(dom[2:]))
+        elif dom.startswith(">"):
+            bad |= ~(v > float(dom[1:]))
+        elif dom[0] in "([":
+            lo, hi = (float(x) for x in dom[1:-1].split(";"))
+            bad |= ~((v >= lo) if dom[0] == "[" else (v > lo)) | ~((v <= hi) if dom[-1] == "]" else (v < hi))
+        if integer:
+            bad |= np.isfinite(v) & (np.floor(v) != v)
+    return bad
+
+
+def check_value(name: str, value) -> None:
+    """ConfigError if one scalar (a space's fixed value, a CLI argument) is outside its domain."""
+    if name not in columns() or isinstance(value, str):
+        return
+    if bool(out_of_domain(name, [value])[0]):
+        raise ConfigError(f"{name}: {value!r} is outside its domain {columns()[name].domain}; "
+                          f"{columns()[name].doc}")
+
+
+# ---- infeasibility reasons ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Reason:
+    code: int
+    key: str
+    field: str        # the input a user changes to fix it
+    message: str
+
+
+REASONS = (
+    Reason(0, "feasible", "", ""),
+    Reason(1, "split", "gpus", "tp*pp*dp*cp != gpus: the split must multiply out to the GPU count "
+                               "(tp*pp*cp must divide gpus)"),
+    Reason(2, "tp_heads", "tp", "tp must divide heads"),
+    Reason(3, "tp_kv_heads", "tp", "tp must divide kv_heads or be a multiple of it"),
+    Reason(4, "pp_layers", "pp", "pp*vp must divide layers"),
+    Reason(5, "global_batch", "global_batch", "dp*micro_batch must divide global_batch"),
+    Reason(6, "batch", "batch", "dp must divide batch (each replica serves batch/dp sequences)"),
+    Reason(7, "ep_dp", "ep", "ep must divide dp (experts are sharded inside the data-parallel group)"),
+    Reason(8, "ep_experts", "ep", "ep must divide experts"),
+    Reason(9, "cp_seq_len", "cp", "cp must divide seq_len"),
+    Reason(10, "ep_dense", "ep", "ep > 1 needs a mixture-of-experts model"),
+    Reason(11, "not_integer", "tp", "degrees, batch sizes and lengths must be positive integers"),
+    Reason(12, "out_of_memory", "gpus", "out of memory: weights + gradients + optimizer + activations "
+                                        "(or KV cache) exceed the GPU's memory"),
+    Reason(13, "hardware", "node", "the technology-derived accelerator cannot be built"),
+)
+REASON_CODE = {r.key: r.code for r in REASONS}
+REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)

@@ -1,0 +1,103 @@
+"""pareto.png: the study's trials and front (one panel per pair of objectives)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dse.study.spec import Study
+
+UNITS = {"_days": "days", "_usd": "USD", "_s": "s", "_bytes": "bytes", "_j": "J", "_w": "W",
+         "_per_s": "1/s", "_mm2": "mm²"}
+LABELS = {"time_to_train_days": "time to train (days)", "time_to_train_s": "time to train (s)",
+          "cost_per_run_usd": "cost per run (USD)", "cost_per_million_tokens_usd": "cost per million tokens (USD)",
+          "tokens_per_s": "training throughput (tokens/s)", "output_tokens_per_s": "output tokens/s",
+          "step_time_s": "step time (s)", "system_capex_usd": "system capex (USD)", "energy_j": "energy per step (J)",
+          "mem_per_gpu_bytes": "memory per GPU (bytes)", "mfu": "MFU (fraction)", "tdp_w": "TDP per GPU (W)"}
+
+
+def label(col: str) -> str:
+    if col in LABELS:
+        return LABELS[col]
+    for suf, unit in sorted(UNITS.items(), key=lambda kv: -len(kv[0])):
+        if col.endswith(suf):
+            return f"{col[: -len(suf)].replace('_', ' ')} ({unit})"
+    return col.replace("_", " ")
+
+
+def plot_front(st: Study, frame: pd.DataFrame, front: pd.DataFrame, path: Path, true_front: pd.DataFrame | None = None) -> None:
+    """pareto.png: trials and the front. One objective: value per trial. Two: the front as a
+    staircase. Three or more: one panel per pair of objectives (the front is non-dominated in the
+    full space, so in a projection its points are highlighted, not joined)."""
+    import itertools
+
+    from matplotlib.figure import Figure  # no pyplot: no global state, no backend start-up
+    feas = frame["feasible"].astype(bool).to_numpy()
+    pairs = list(itertools.combinations(range(len(st.objectives)), 2)) or [None]
+    cols = min(len(pairs), 3)
+    rows = -(-len(pairs) // cols)
+    fig = Figure(figsize=(7.5 if cols == 1 else 5.2 * cols, 5.2 * rows), dpi=110)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax, pair in zip(axes.flat, pairs):
+        if pair is None:
+            _single_objective_panel(ax, st, frame, front, feas)
+        else:
+            _pair_panel(ax, st, frame, front, feas, *pair, true_front=true_front if len(pairs) == 1 else None,
+                        staircase=len(pairs) == 1)
+    for ax in list(axes.flat)[len(pairs):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{st.name}: {len(frame)} outer trials, {int(feas.sum())} feasible, sampler {st.sampler}", fontsize=11)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
+    fig.savefig(tmp)
+    os.replace(tmp, path)
+
+
+def _single_objective_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: np.ndarray) -> None:
+    c = st.objectives[0]
+    y = frame[c].to_numpy(dtype=float)
+    x = frame["trial"].to_numpy()
+    ax.scatter(x[feas], y[feas], s=14, c="#7fa7d4", label="feasible trials")
+    ax.scatter(x[~feas], y[~feas], s=14, marker="x", c="#999999", label="infeasible trials")
+    if len(front):
+        ax.scatter(front["trial"], front[c], s=60, c="#d62728", label="best")
+    ax.set_xlabel("trial number")
+    ax.set_ylabel(label(c))
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="best")
+
+
+def _pair_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: np.ndarray, i: int, j: int,
+                true_front: pd.DataFrame | None, staircase: bool) -> None:
+    cx, cy = st.objectives[i], st.objectives[j]
+    x, y = frame[cx].to_numpy(dtype=float), frame[cy].to_numpy(dtype=float)
+    dom = feas.copy()
+    if len(front):
+        dom &= ~frame["trial"].isin(front["trial"]).to_numpy()
+    inf = ~feas & np.isfinite(x) & np.isfinite(y)
+    ax.scatter(x[inf], y[inf], s=16, marker="x", c="#aaaaaa", linewidths=0.8,
+               label=f"infeasible ({int((~feas).sum())}; least-violating mapping shown)")
+    ax.scatter(x[dom], y[dom], s=16, c="#7fa7d4", alpha=0.8, label=f"dominated ({int(dom.sum())})")
+    if true_front is not None and len(true_front):
+        tf = true_front.sort_values(cx)
+        ax.plot(tf[cx], tf[cy], "--", c="#2ca02c", lw=1, drawstyle="steps-post", label="true front (exhaustive)")
+    if len(front):
+        fr = front.sort_values(cx)
+        if staircase:
+            ax.plot(fr[cx], fr[cy], "-", c="#d62728", lw=1.2, drawstyle="steps-post")
+        ax.scatter(fr[cx], fr[cy], s=46, c="#d62728", edgecolors="black", linewidths=0.5, zorder=3,
+                   label=f"Pareto front ({len(fr)} trials, {len(fr[list(st.objectives)].drop_duplicates())} distinct points)")
+    for arr, setter in ((x[feas | inf], ax.set_xscale), (y[feas | inf], ax.set_yscale)):
+        a = arr[np.isfinite(arr) & (arr > 0)]
+        if len(a) and a.max() / max(a.min(), 1e-300) > 30:
+            setter("log")
+    for axis in ("x", "y"):  # large linear values (dollars) in scientific notation, not run together
+        if getattr(ax, f"get_{axis}scale")() == "linear":
+            ax.ticklabel_format(axis=axis, style="sci", scilimits=(-3, 4), useMathText=True)
+    ax.set_xlabel(label(cx) + (" [min]" if st.senses[i] == "min" else " [max]"))
+    ax.set_ylabel(label(cy) + (" [min]" if st.senses[j] == "min" else " [max]"))
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="best")
+

@@ -1,0 +1,140 @@
+"""The column schema, framework presets and shared input handling of the evaluators."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import dse
+from dse import catalog, resolve, schema
+from dse.cli import main
+from dse.errors import ConfigError
+
+TRAIN = dict(model="llama3.1-8b", system="h100-sxm", gpus=64, tp=2, pp=2, global_batch=256, micro_batch=1)
+INFER = dict(model="llama2-70b", system="h100-sxm", gpus=4, tp=4, batch=8, isl=1024, osl=128)
+
+
+def one(fn, **kw):
+    return fn({k: np.array([v], dtype=object if isinstance(v, str) else None) for k, v in kw.items()})
+
+
+def test_misspelled_column_is_an_error_with_the_closest_name():
+    with pytest.raises(ConfigError, match=r"^micro_bach: unknown input column \(did you mean micro_batch"):
+        one(dse.evaluate_training, **TRAIN, micro_bach=4)
+    with pytest.raises(ConfigError, match="^bacth: .*did you mean batch"):
+        one(dse.evaluate_inference, **INFER, bacth=4)
+    with pytest.raises(ConfigError, match="^nodee: "):
+        dse.evaluate_hardware({"nodee": ["n3"], "die_area_mm2": [800.0]})
+
+
+def test_user_columns_pass_through_untouched():
+    out = dse.evaluate_training(pd.DataFrame({**{k: [v] for k, v in TRAIN.items()}, "user_label": ["a"]}))
+    assert list(out["user_label"]) == ["a"] and out["fits"].all()
+
+
+@pytest.mark.parametrize("fn, base", [(dse.evaluate_training, TRAIN), (dse.evaluate_inference, INFER)])
+def test_every_evaluator_accepts_the_shared_columns(fn, base):
+    shared = dict(framework="default", precision="fp8", topology="fat-tree", ep=1, dp=base["gpus"] // base["tp"] // base.get("pp", 1),
+                  lifetime_years=5.0, electricity_usd_per_kwh=0.1, pue=1.3, flash_attention=True)
+    out = one(fn, **base, **shared)
+    assert bool(out["fits"][0]) and int(out["infeasible_code"][0]) == 0
+    assert np.isfinite(out["cost_per_million_tokens_usd"][0])
+
+
+def _spelled_out(preset: str) -> dict:
+    """The preset's settings as explicit columns (blank -> the default row; sp blank -> on with TP)."""
+    table = catalog.frameworks()
+    row, default = table.loc[preset], table.loc["default"]
+    cols = {}
+    for name in resolve.SETTINGS:
+        v = row[name] if not pd.isna(row[name]) and row[name] != "" else default[name]
+        if pd.isna(v):
+            continue
+        cols[name] = v if name == "recompute" else float(v)
+    return cols
+
+
+TRAINING_PRESETS = [n for n, k in zip(catalog.frameworks()["name"], catalog.frameworks()["kind"]) if k != "inference"]
+SERVING_PRESETS = [n for n, k in zip(catalog.frameworks()["name"], catalog.frameworks()["kind"]) if k != "training"]
+
+
+@pytest.mark.parametrize("preset", TRAINING_PRESETS)
+def test_training_preset_equals_its_columns_spelled_out(preset):
+    frame = pd.DataFrame([{**TRAIN, "model": "mixtral-8x7b" if "mixtral-8x7b" in catalog.models().index else TRAIN["model"],
+                           "ep": 1, "tp": tp} for tp in (1, 2, 4)])
+    by_name = dse.evaluate_training(frame.assign(framework=preset))
+    spelled = dse.evaluate_training(frame.assign(**_spelled_out(preset)))
+    for col in ("step_time_s", "mem_per_gpu_bytes", "dp_comm_s", "tp_comm_s", "recompute_s"):
+        np.testing.assert_array_equal(by_name[col].to_numpy(), spelled[col].to_numpy(), err_msg=f"{preset} {col}")
+
+
+@pytest.mark.parametrize("preset", SERVING_PRESETS)
+def test_serving_preset_equals_its_columns_spelled_out(preset):
+    frame = pd.DataFrame([INFER, {**INFER, "batch": 64}])
+    by_name = dse.evaluate_inference(frame.assign(framework=preset))
+    spelled = dse.evaluate_inference(frame.assign(**{k: v for k, v in _spelled_out(preset).items()
+                                                     if k in ("flash_attention", "gqa_kv_sharing")}))
+    np.testing.assert_array_equal(by_name["tpot_s"].to_numpy(), spelled["tpot_s"].to_numpy())
+
+
+def test_explicit_column_wins_over_the_preset():
+    a = one(dse.evaluate_training, **TRAIN, framework="megatron-lm")
+    b = one(dse.evaluate_training, **TRAIN, framework="megatron-lm", recompute="none")
+    assert b["recompute_s"][0] == 0 < a["recompute_s"][0]  # megatron-lm recomputes fully unless told
+    with pytest.raises(ConfigError, match="^framework: unknown framework 'megatron-xl'"):
+        one(dse.evaluate_training, **TRAIN, framework="megatron-xl")
+
+
+def test_preset_aliases_resolve_case_insensitively():
+    a = one(dse.evaluate_training, **TRAIN, framework="NeMo 24.07")
+    b = one(dse.evaluate_training, **TRAIN, framework="nemo")
+    assert a["step_time_s"][0] == b["step_time_s"][0]
+
+
+def test_inference_honours_the_topology_when_tp_leaves_the_scaleup_domain():
+    # TP 16 on 8-GPU NVLink domains: the all-reduces cross the scale-out network, whose topology matters
+    wide = {**INFER, "gpus": 16, "tp": 16, "batch": 16}
+    tpot = {t: float(one(dse.evaluate_inference, **wide, topology=t)["tpot_s"][0]) for t in schema.ENUMS["topology"]}
+    assert tpot["fat-tree"] != tpot["torus3d"] and tpot["fat-tree"] != tpot["torus2d"]
+    # inside one scale-up domain the topology between domains plays no part
+    inside = {t: float(one(dse.evaluate_inference, **INFER, topology=t)["tpot_s"][0]) for t in schema.ENUMS["topology"]}
+    assert len(set(inside.values())) == 1
+
+
+def test_reason_codes_are_unique_and_results_carry_them():
+    assert len({r.code for r in schema.REASONS}) == len(schema.REASONS)
+    assert all(r.field in schema.columns() for r in schema.REASONS if r.field)
+    out = one(dse.evaluate_training, **{**TRAIN, "tp": 3, "gpus": 48})
+    assert int(out["infeasible_code"][0]) == schema.REASON_CODE["tp_heads"]
+    assert out["infeasible_reason"][0] == schema.REASON_TEXT[schema.REASON_CODE["tp_heads"]]
+
+
+def test_domains():
+    assert list(schema.out_of_domain("tp", [1, 2, 0, -1, 1.5, np.nan])) == [False, False, True, True, True, True]
+    assert list(schema.out_of_domain("zero", [0, 3, 4])) == [False, False, True]
+    assert list(schema.out_of_domain("gemm_efficiency_max", [0.5, 1.0, 0.0, 1.2])) == [False, False, True, True]
+    assert list(schema.out_of_domain("memory_capacity_bytes", [np.inf, 1.0, 0.0])) == [False, False, True]
+    schema.check_value("tp", 8)
+    with pytest.raises(ConfigError, match="^zero: 7 is outside"):
+        schema.check_value("zero", 7)
+
+
+def test_every_schema_column_has_a_unit_column_and_doc():
+    for c in schema.columns().values():
+        assert c.doc and c.dtype in ("name", "int", "float", "bool", "enum", "str"), c.name
+        for suffix, unit in (("_s", "s"), ("_bytes", "bytes"), ("_usd", "USD"), ("_w", "W"), ("_mm2", "mm2")):
+            if c.name.endswith(suffix) and "/" not in c.unit:
+                assert c.unit == unit, c.name
+
+
+def test_catalog_aliases_are_one_resolver_for_every_catalog():
+    for kind in catalog.NAMED:
+        index = catalog.aliases(kind)
+        assert index and all(catalog.resolve(kind, a.upper()) == n for a, n in list(index.items())[:20])
+
+
+@pytest.mark.parametrize("what", ["columns", "frameworks", "reasons"])
+def test_dse_list(what, capsys):
+    assert main(["list", what]) == 0
+    text = capsys.readouterr().out
+    assert {"columns": "micro_batch", "frameworks": "megatron-bridge", "reasons": "out_of_memory"}[what] in text
