@@ -7,9 +7,8 @@ evaluate_training call (hardware derived inside it from the technology columns).
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
-from dse.reports.common import best_rows, fmt_mapping, grid, plt
+from dse.reports.common import best_rows, catalog_table, fmt_mapping, plt, space_frame
 
 NAME = "chiplet-cost"
 TITLE = "Chiplets and cost: monolithic vs 2/4/8 chiplets, cost per run and the Pareto front"
@@ -21,26 +20,25 @@ TOTAL_AREA_MM2 = [800.0, 1600.0]
 PACKAGE = {1: "si-interposer", 2: "cowos-l", 4: "cowos-l", 8: "cowos-l"}
 HW = dict(power_w=1000.0, memory="hbm3e", memory_stacks=6, scaleup="nvlink5", scaleout="ib-xdr", scaleup_domain=8)
 JOB = dict(model="gpt3-175b", gpus=1024, global_batch=1536, precision="fp8", train_tokens=300e9)
-SRC_COST = ("published bill-of-materials estimates: H100 $3,320 (Raymond James 2023, reported by Barron's; used by "
-            "Epoch AI training-cost-trends), B200 ~$6,400 (Silicon Analysts 2026, 'NVIDIA B200 cost breakdown')")
-SRC = ("systems.csv price estimates (H100 ~$30k: aiinframap.com TCO tool; B200 ~$40k: aiinframap.com, "
-       "ai-stack.ai) - estimates, NVIDIA publishes no prices")
+# Real parts the cost model is checked against: their node, dies, package and memory, and a published
+# bill-of-materials estimate, in dse/catalog/report_anchor_parts.csv; their price estimate in systems.csv.
+ANCHORS = ["h100-sxm", "b200"]
 
 
 def build(report, quick: bool = False) -> None:
     import dse
     from dse.pareto import pareto_mask
-    designs = grid(node=NODES[1:3] if quick else NODES, compute_dies=DIES, total_area_mm2=TOTAL_AREA_MM2)
-    designs["die_area_mm2"] = designs["total_area_mm2"] / designs["compute_dies"]
+    designs = space_frame("chiplet-cost-designs", HW, {
+        "node": NODES[1:3] if quick else NODES, "compute_dies": DIES, "user_total_area_mm2": TOTAL_AREA_MM2,
+        "die_area_mm2": {"derive": "user_total_area_mm2 / compute_dies", "real": True}})
     designs["package"] = designs["compute_dies"].map(PACKAGE)
-    designs = designs.assign(**HW)
-    mapping = grid(tp=[4, 8], pp=[8, 16], vp=[1, 3], micro_batch=[1], recompute=["selective", "full"] if not quick else ["full"])
-    mapping["dp"] = JOB["gpus"] // (mapping["tp"] * mapping["pp"])
-    mapping["sp"], mapping["zero"] = True, 1
-    frame = designs.merge(mapping, how="cross").assign(**JOB)
-    out = dse.evaluate_training(frame)
+    mapping = space_frame("chiplet-cost-mappings", dict(JOB, sp=True, zero=1), {
+        "tp": [4, 8], "pp": [8, 16], "dp": {"derive": "gpus / (tp * pp)"}, "vp": [1, 3], "micro_batch": [1],
+        "recompute": ["selective", "full"] if not quick else ["full"]}, ["layers % (pp * vp) == 0"])
+    frame = designs.merge(mapping, how="cross")
+    out = dse.evaluate_training(frame).rename(columns={"user_total_area_mm2": "total_area_mm2"})
     best = best_rows(out, ["node", "compute_dies", "total_area_mm2"])
-    hw = dse.evaluate_hardware(designs)
+    hw = dse.evaluate_hardware(designs).rename(columns={"user_total_area_mm2": "total_area_mm2"})
     hw = hw.set_index(["node", "compute_dies", "total_area_mm2"])
     key = list(zip(best["node"], best["compute_dies"], best["total_area_mm2"]))
     for c in ("die_yield", "die_cost_usd", "package_cost_usd", "hbm_cost_usd", "package_yield", "peak_bf16_flops_per_s"):
@@ -55,17 +53,20 @@ def build(report, quick: bool = False) -> None:
     # manufacturing cost (a bill of materials: die, HBM, packaging, test; no R&D) and price
     from dse.hardware import tables
     margin = tables.assumptions()["gross_margin"]
-    anchors = pd.DataFrame([
-        dict(part="H100-like (n4, 814 mm2, 5 HBM3)", price=30000.0, cost=3320.0, node="n4", compute_dies=1,
-             die_area_mm2=814.0, package="si-interposer", memory="hbm3", memory_stacks=5, power_w=700.0),
-        dict(part="B200-like (n4p, 2 x 800 mm2, 8 HBM3e)", price=40000.0, cost=6400.0, node="n4p", compute_dies=2,
-             die_area_mm2=800.0, package="cowos-l", memory="hbm3e", memory_stacks=8, power_w=1000.0)])
-    ah = dse.evaluate_hardware(anchors.drop(columns=["part", "price", "cost"]))
+    anchors = catalog_table("report_anchor_parts.csv").set_index("system").loc[ANCHORS].reset_index()
+    prices = catalog_table("systems.csv").set_index("name").loc[ANCHORS]
+    ah = dse.evaluate_hardware(anchors[["node", "compute_dies", "die_area_mm2", "package", "memory", "memory_stacks",
+                                        "power_w"]])
     bom = ah["manufacturing_cost_usd"] - ah["nre_per_unit_usd"]
     for i, r in anchors.iterrows():
-        report.compare(f"{r['part']}: manufacturing cost without NRE (USD)", r["cost"], bom.iloc[i], SRC_COST, 30.0,
-                       note="dse: known-good dies + package + HBM")
-        report.compare(f"{r['part']}: accelerator price (USD)", r["price"], ah["accelerator_cost_usd"].iloc[i], SRC, 30.0,
+        dies = f"{r['compute_dies']} x {r['die_area_mm2']:.0f}" if r["compute_dies"] > 1 else f"{r['die_area_mm2']:.0f}"
+        part = f"{r['label']} ({r['node']}, {dies} mm2, {r['memory_stacks']} {r['memory'][:4].upper()}{r['memory'][4:]})"
+        report.compare(f"{part}: manufacturing cost without NRE (USD)", r["bom_cost_usd"], bom.iloc[i],
+                       f"bill-of-materials estimate, {r['system']}: {r['bom_cost_source']} "
+                       "(dse/catalog/report_anchor_parts.csv)", 30.0, note="dse: known-good dies + package + HBM")
+        report.compare(f"{part}: accelerator price (USD)", prices.loc[r["system"], "price_usd"],
+                       ah["accelerator_cost_usd"].iloc[i],
+                       f"price {r['system']}: {prices.loc[r['system'], 'price_source']} (dse/catalog/systems.csv)", 30.0,
                        note=f"dse: manufacturing cost with NRE / (1 - gross margin {margin:.2f})")
 
     report.text(f"""

@@ -3,7 +3,6 @@ numbers, mapping spaces for best-mapping searches, and the figure style (matplot
 readable at README size)."""
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,15 +128,28 @@ def markdown_table(frame: pd.DataFrame, floatfmt: str = ".3g", index: bool = Fal
     return "\n".join(out)
 
 
-def grid(**axes) -> pd.DataFrame:
-    """Cartesian product of the given axis values, one row per combination."""
-    names = list(axes)
-    rows = list(itertools.product(*(list(axes[k]) for k in names)))
-    return pd.DataFrame(rows, columns=names)
+def space_frame(name: str, fixed: dict | None = None, axes: dict | None = None, constraints=()) -> pd.DataFrame:
+    """Every row of a `dse.space` mapping space (fixed + axes + constraints), as a DataFrame.
+
+    Axes may name catalog dimensions of a fixed `model` (`layers`, `heads`, `experts`) in
+    divisors_of, derive and constraints; splits that do not divide are never enumerated.
+    String columns come back as plain objects (not categoricals) so frames concatenate."""
+    from dse.space import Space
+    space = Space.from_dict({"name": name, "fixed": dict(fixed or {}), "axes": dict(axes or {}),
+                             "constraints": list(constraints)})
+    frame = pd.DataFrame(space.chunk(0, space.size))
+    for col in frame.columns:
+        if isinstance(frame[col].dtype, pd.CategoricalDtype):
+            frame[col] = frame[col].astype(object)
+    return frame
 
 
-def divisors(n: int) -> list[int]:
-    return [d for d in range(1, int(n) + 1) if n % d == 0]
+def catalog_table(name: str) -> pd.DataFrame:
+    """A catalog CSV (dse/catalog/<name>) as read by dse.catalog: physical and published numbers
+    with their source column, e.g. the report tables report_node_generations.csv and
+    report_anchor_parts.csv."""
+    from dse import catalog
+    return catalog._read(name)
 
 
 def best_rows(frame: pd.DataFrame, by, objective="tokens_per_s", maximize=True) -> pd.DataFrame:
@@ -149,11 +161,11 @@ def best_rows(frame: pd.DataFrame, by, objective="tokens_per_s", maximize=True) 
 
 def system_hardware(systems) -> pd.DataFrame:
     """Per-GPU hardware columns of catalog systems (SI units), one row per system."""
-    from dse import columns as C
-    cols = {"system": np.asarray(list(systems), dtype=object)}
-    C.resolve_hardware(cols)
+    from dse import schema
+    from dse.evaluate import hardware_stage
+    cols = hardware_stage({"system": np.asarray(list(systems), dtype=object)})
     frame = pd.DataFrame({"system": cols["system"],
-                          **{k: np.asarray(cols[k], dtype=float) for k in C.HARDWARE_COLUMNS}})
+                          **{k: np.asarray(cols[k], dtype=float) for k in schema.HARDWARE_COLUMNS}})
     return frame.set_index("system")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import GIB, grid, plt
+from dse.reports.common import GIB, catalog_table, plt, space_frame
 
 NAME = "memory-recompute"
 TITLE = "Memory footprint vs activation recomputation (Korthikanti et al. 2022, Fig. 1 and 7)"
@@ -24,6 +24,11 @@ MODELS = [("gpt-22b", "GPT-22B"), ("gpt3-175b", "GPT-175B"), ("gpt-530b", "GPT-5
 FIG7 = {("none", True): "sequence parallel", ("selective", False): "selective recompute",
         ("selective", True): "selective + SP", ("full", False): "full recompute"}
 TOLERANCE = 5.0
+# The software that produced the published bars: Megatron-LM of 2022 (unfused attention; the
+# recompute method and SP are set per bar).
+FRAMEWORK = "megatron-lm"
+# Fig. 1's transcribed model state (params + grads + optimizer per GPU), with its source.
+MODEL_STATE = "report_korthikanti_model_state.csv"
 
 
 def _published() -> pd.DataFrame:
@@ -40,10 +45,12 @@ def configs(pub: pd.DataFrame) -> pd.DataFrame:
     base = []
     for (name, label), (_, r) in zip(MODELS, fig1.iterrows()):
         num = lambda c, d=1.0: float(r[c]) if str(r[c]).strip() else d  # noqa: E731
-        base.append(dict(model=name, label=label, system="a100-80gb", gpus=num("gpus"), tp=num("tp"),
+        base.append(dict(model=name, user_label=label, system="a100-80gb", gpus=num("gpus"), tp=num("tp"),
                          pp=num("pp"), vp=num("vp"), dp=num("dp"), global_batch=num("global_batch"),
-                         micro_batch=num("micro_batch"), precision="bf16", flash_attention=False))
-    combos = grid(recompute=["none", "selective", "full"], sp=[False, True])
+                         micro_batch=num("micro_batch"), precision="bf16", framework=FRAMEWORK))
+    # the preset's recompute and SP are overridden by the explicit columns of each combination
+    combos = space_frame("memory-recompute-settings", axes={"recompute": ["none", "selective", "full"],
+                                                            "sp": [False, True]})
     return pd.DataFrame(base).merge(combos, how="cross")
 
 
@@ -81,14 +88,15 @@ def build(report, quick: bool = False) -> None:
         pred = out[(out["model"] == m) & (out["recompute"] == rec) & (out["sp"] == sp)]["pct_of_baseline"].iloc[0]
         report.compare(f"Fig.7 {r['model']} {FIG7[(rec, sp)]} (% of baseline)", r["value"], pred, SOURCE,
                        TOLERANCE, note=r["id"])
-    # Model state: the paper's Fig. 1 notes give params+grads+optimizer per GPU (same both modes).
+    # Model state: the paper's Fig. 1 params+grads+optimizer per GPU (same both modes).
+    model_state = catalog_table(MODEL_STATE).set_index("model")["model_state_gib"]
     for _, r in fig1.drop_duplicates("model").iterrows():
-        published = float(r["notes"].split("=")[1].split("GiB")[0])
+        published = model_state[r["model"]]
         m = label_to_model[r["model"]]
         full = out[out["model"] == m]["model_state_gib"].iloc[0]
         report.compare(f"Fig.1 {r['model']} weights+grads+optimizer, transformer layers (GiB)", published,
                        lo_state[m], SOURCE, TOLERANCE,
-                       note=f"{r['id']} notes; with the first stage's embedding dse gives {full:.2f} GiB "
+                       note=f"{r['id']}, {MODEL_STATE}; with the first stage's embedding dse gives {full:.2f} GiB "
                             f"({(full / published - 1) * 100:+.1f}%)")
 
     report.text(f"""
@@ -97,9 +105,10 @@ Korthikanti et al. (2022) show that sequence parallelism (SP) plus *selective* r
 only the attention scores, softmax and dropout) cuts activation memory about 5x at a few percent of
 extra compute, where full recomputation cuts it further at about 30% extra compute. dse evaluates
 the four GPT models of their Table 3 with the paper's mappings (A100-80GB, first pipeline stage,
-interleaved 1F1B where used, unfused attention as in 2022 Megatron) for every combination of
-recompute (none / selective / full) and SP (off / on) in one `evaluate_training` call of
-{len(frame)} rows. Every published bar is within {TOLERANCE:.0f}% (table above: errors per bar).
+interleaved 1F1B where used) under the framework preset `{FRAMEWORK}` (Megatron-LM of 2022:
+unfused attention, the preset that produced the published bars) for every combination of
+recompute (none / selective / full) and SP (off / on), set explicitly per bar, in one
+`evaluate_training` call of {len(frame)} rows. Every published bar is within {TOLERANCE:.0f}% (table above: errors per bar).
 The transcribed model state of Fig. 1 (params + grads + optimizer, 18 bytes per parameter) counts
 the transformer layers of the first stage only; dse's `weights_bytes + grads_bytes + optimizer_bytes`
 also holds the input embedding (vocab x h / t) that Megatron keeps on the first stage, which adds
@@ -110,10 +119,10 @@ The 530B and 1T bars of Fig. 7 are identical in the transcription (flagged in th
 table as a possible duplicate); dse predicts the same for both because their h/a, s and t are
 close enough that the ratios agree to 0.1%.
 """)
-    show = out[["label", "tp", "pp", "vp", "micro_batch", "recompute", "sp", "model_state_gib",
+    show = out[["user_label", "tp", "pp", "vp", "micro_batch", "recompute", "sp", "model_state_gib",
                 "activations_gib", "pct_of_baseline", "mem_per_gpu_bytes", "fits"]].copy()
     show["total_gib"] = show.pop("mem_per_gpu_bytes") / GIB
-    show = show.rename(columns={"label": "model", "pct_of_baseline": "activations_pct_of_no_recompute"})
+    show = show.rename(columns={"user_label": "model", "pct_of_baseline": "activations_pct_of_no_recompute"})
     report.table("memory", show, "Memory per GPU (first pipeline stage), every model x recompute x SP", ".4g")
 
     # ---- figure: Fig.1-style stacked bars (left) and Fig.7-style % bars (right) ----
@@ -133,7 +142,7 @@ close enough that the ratios agree to 0.1%.
         sel = "selective" in r["recompute"]
         j = 3 if sel else 0
         i = [lab for _, lab in MODELS].index(r["model"])
-        state = float(r["notes"].split("=")[1].split("GiB")[0])
+        state = model_state[r["model"]]
         a1.plot(x[i] + (j - 2.5) * width, state + r["value"], "k_", markersize=12, markeredgewidth=2,
                 label="Korthikanti Fig. 1" if (i == 0 and not sel) else None)
     a1.axhline(80, color="red", linestyle="--", linewidth=1, label="A100 capacity (80 GB)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import COMM_PARTS, best_rows, fmt_mapping, grid, plt
+from dse.reports.common import COMM_PARTS, best_rows, fmt_mapping, plt, space_frame
 
 NAME = "moe-ep"
 TITLE = "MoE and expert parallelism: all-to-all time and its share"
@@ -32,17 +32,15 @@ SRC_DS = ("DeepSeek-AI, DeepSeek-V3 technical report (arXiv 2412.19437) Sec. 3.2
 
 def build(report, quick: bool = False) -> None:
     import dse
-    from dse import catalog
     frames = []
     for model, job in TRAIN.items():
-        layers = int(catalog.model(model)["layers"])
-        g = grid(ep=job["eps"], tp=job["tps"], pp=[p for p in job["pps"] if layers % p == 0],
-                 micro_batch=[1] if quick else [1, 2], recompute=["full"] if quick else ["selective", "full"],
-                 zero=[1] if quick else [1, 3])
-        g["dp"] = job["gpus"] // (g["tp"] * g["pp"])
-        g = g[(g["dp"] % g["ep"] == 0) & (job["global_batch"] % (g["dp"] * g["micro_batch"]) == 0)]
-        frames.append(g.assign(model=model, system="h100-sxm", gpus=job["gpus"], global_batch=job["global_batch"],
-                               sp=g["tp"] > 1, precision="bf16"))
+        fixed = dict(model=model, system="h100-sxm", gpus=job["gpus"], global_batch=job["global_batch"],
+                     precision="bf16")
+        frames.append(space_frame(f"moe-ep-{model}", fixed, {
+            "ep": job["eps"], "tp": job["tps"], "pp": job["pps"], "dp": {"derive": "gpus / (tp * pp)"},
+            "micro_batch": [1] if quick else [1, 2], "recompute": ["full"] if quick else ["selective", "full"],
+            "zero": [1] if quick else [1, 3], "sp": {"derive": "tp > 1"}},
+            ["layers % pp == 0", "dp % ep == 0", "global_batch % (dp * micro_batch) == 0"]))
     frame = pd.concat(frames, ignore_index=True)
     out = dse.evaluate_training(frame)
     best = best_rows(out, ["model", "ep"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import COMM_PARTS, best_rows, fmt_mapping, grid, plt
+from dse.reports.common import COMM_PARTS, best_rows, fmt_mapping, plt, space_frame
 
 NAME = "network-topology"
 TITLE = "Network topology: fat tree vs NVL72 vs 2D/3D torus, exposed communication"
@@ -28,23 +28,23 @@ SRC = "NVIDIA DGX Cloud / Megatron-Core H100 training runs on DGX H100 fat trees
 
 def build(report, quick: bool = False) -> None:
     import dse
-    g = grid(tp=[1, 2, 4, 8], pp=[2, 4, 8, 16] if quick else [1, 2, 4, 8, 16, 32], vp=[1, 2, 3],
-             micro_batch=[1, 2], recompute=["selective"] if quick else ["none", "selective", "full"], zero=[1])
-    g["dp"] = JOB["gpus"] // (g["tp"] * g["pp"])
-    g = g[(96 % (g["pp"] * g["vp"]) == 0) & (JOB["global_batch"] % (g["dp"] * g["micro_batch"]) == 0)
-          & ((g["vp"] == 1) | (g["pp"] > 1))].reset_index(drop=True)
-    g["sp"] = g["tp"] > 1
-    frame = pd.concat([g.assign(config=name, **cols) for name, cols in TOPOLOGIES], ignore_index=True).assign(**JOB)
+    g = space_frame("network-topology", JOB, {
+        "tp": [1, 2, 4, 8], "pp": [2, 4, 8, 16] if quick else [1, 2, 4, 8, 16, 32], "dp": {"derive": "gpus / (tp * pp)"},
+        "vp": [1, 2, 3], "micro_batch": [1, 2], "recompute": ["selective"] if quick else ["none", "selective", "full"],
+        "zero": [1], "sp": {"derive": "tp > 1"}},
+        ["layers % (pp * vp) == 0", "global_batch % (dp * micro_batch) == 0", "vp == 1 or pp > 1"])
+    frame = pd.concat([g.assign(user_config=name, **cols) for name, cols in TOPOLOGIES], ignore_index=True)
     out = dse.evaluate_training(frame)
     out["exposed_comm_s"] = out[COMM_PARTS].sum(axis=1)
-    best = best_rows(out, ["config"])
+    best = best_rows(out, ["user_config"])
     order = [n for n, _ in TOPOLOGIES]
-    best = best.set_index("config").loc[order].reset_index()
+    best = best.set_index("user_config").loc[order].reset_index()
     best["mapping"] = best.apply(fmt_mapping, axis=1)
     # fixed mapping: the fat tree's best, on every topology
     keys = ["tp", "pp", "vp", "micro_batch", "recompute"]
     ref = best.iloc[0]
-    fixed = out[np.logical_and.reduce([out[k] == ref[k] for k in keys])].set_index("config").loc[order].reset_index()
+    fixed = (out[np.logical_and.reduce([out[k] == ref[k] for k in keys])].set_index("user_config").loc[order]
+             .reset_index())
     fixed["mapping"] = fixed.apply(fmt_mapping, axis=1)
     for f in (best, fixed):
         f["comm_share"] = f["exposed_comm_s"] / f["step_time_s"]
@@ -70,10 +70,10 @@ GPU's scale-out bandwidth (collectives run as rings per torus dimension, the mes
 after each dimension; all-to-all and point-to-point as on the switched network). Best mapping per
 network over {len(g)} mappings, and the fat tree's best mapping held fixed; {len(frame)} rows in one call.
 """)
-    cols = ["config", "mapping", "step_time_s", "tokens_per_s", "exposed_comm_s", "tp_comm_s", "pp_comm_s",
+    cols = ["user_config", "mapping", "step_time_s", "tokens_per_s", "exposed_comm_s", "tp_comm_s", "pp_comm_s",
             "dp_comm_s", "bubble_s", "comm_share", "speedup_vs_fat_tree"]
-    report.table("best", best[cols], "Best mapping per network", ".3g")
-    report.table("fixed", fixed[cols], f"The fat tree's best mapping ({ref['mapping']}) on every network", ".3g")
+    report.table("best", best[cols].rename(columns={"user_config": "config"}), "Best mapping per network", ".3g")
+    report.table("fixed", fixed[cols].rename(columns={"user_config": "config"}), f"The fat tree's best mapping ({ref['mapping']}) on every network", ".3g")
     report.text(f"""
 ## Reading, and comparison with the seed paper
 With its best mapping each network reaches {best['speedup_vs_fat_tree'].iloc[1]:.2f}x (NVL72 domains),

@@ -1,7 +1,8 @@
 """Study 3: technology scaling 12 nm -> 1 nm (Kundu et al. 2024) for training and inference.
 
 Accelerators derived from technology (dse.hardware) at a fixed die area and power budget; memory
-and network generations advance with the node (GENERATIONS below, with their basis). Training:
+and network generations advance with the node (dse/catalog/report_node_generations.csv, with the
+basis of each row). Training:
 GPT-3 175B on 1024 accelerators, best mapping per node (one evaluate_training call), step time
 split into compute, memory-bound time, exposed communication and pipeline bubble. The memory-bound
 share is measured as a counterfactual: the same rows re-evaluated with unlimited DRAM bandwidth.
@@ -13,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import COMM_PARTS, best_rows, fmt_mapping, grid, plt
+from dse.reports.common import (COMM_PARTS, best_rows, catalog_table, fmt_mapping, plt, space_frame,
+                                system_hardware)
 
 NAME = "tech-scaling"
 TITLE = "Technology scaling 12 nm -> 1 nm: where training and inference time goes"
@@ -21,43 +23,32 @@ GALLERY = "tech_scaling.png"
 
 DIE_AREA_MM2 = 800.0
 POWER_W = 1000.0
-# node -> (memory, scale-up, scale-out, year). Basis: the year each logic node carries a flagship
-# accelerator (N12 V100-class 2018, N7 A100 2020, N5/4N H100 2022, N3-class B200 2024-25, N2 2026,
-# A16 2027, A14 2028, A10 ~2030, TSMC/imec roadmaps in dse/catalog/nodes.csv) paired with the DRAM
-# and link generation shipping that year (JEDEC/vendor HBM roadmap in memory.csv: HBM2 2018, HBM2e
-# 2020, HBM3 2022, HBM3e 2024, HBM4 2026, HBM4e 2028; NVLink 3/4/5/6 and IB HDR/NDR/XDR, Ethernet
-# 1.6T per NVIDIA's 2024-25 roadmaps in network.csv). NVLink2 is not in the catalog: N12 uses NVLink3.
-GENERATIONS = {
-    "n12": ("hbm2", "nvlink3", "ib-hdr", 2018),
-    "n7": ("hbm2e", "nvlink3", "ib-hdr", 2020),
-    "n5": ("hbm3", "nvlink4", "ib-ndr", 2022),
-    "n3": ("hbm3e", "nvlink5", "ib-xdr", 2024),
-    "n2": ("hbm4", "nvlink6", "ib-xdr", 2026),
-    "a16": ("hbm4", "nvlink6", "eth-1.6t", 2027),
-    "a14": ("hbm4e", "nvlink6", "eth-1.6t", 2028),
-    "a10": ("hbm4e", "nvlink6", "eth-1.6t", 2030),
-}
+# node -> memory, scale-up, scale-out, year: the year each logic node carries a flagship accelerator
+# paired with the DRAM and link generations shipping that year (source per row in the file).
+GENERATIONS = "report_node_generations.csv"
+# Real parts the technology model is checked against (node, die area, power, memory; source per row).
+ANCHORS = ["a100-80gb", "h100-sxm"]
 TRAIN = dict(model="gpt3-175b", gpus=1024, global_batch=1536, precision="bf16")
 INFER = dict(model="llama2-70b", gpus=8, tp=8, isl=2048, osl=256, precision="bf16")
 
 
 def hardware_frame() -> pd.DataFrame:
-    rows = [dict(node=n, memory=m, scaleup=u, scaleout=o, year=y, die_area_mm2=DIE_AREA_MM2, power_w=POWER_W,
-                 compute_dies=1) for n, (m, u, o, y) in GENERATIONS.items()]
-    return pd.DataFrame(rows)
+    gens = catalog_table(GENERATIONS)
+    return pd.DataFrame({"node": gens["node"], "memory": gens["memory"], "scaleup": gens["scaleup"],
+                         "scaleout": gens["scaleout"], "user_year": gens["year"], "die_area_mm2": DIE_AREA_MM2,
+                         "power_w": POWER_W, "compute_dies": 1})
 
 
 def build(report, quick: bool = False) -> None:
     import dse
     hw = hardware_frame()
     spec = dse.evaluate_hardware(hw)
-    mapping = grid(tp=[2, 4, 8], pp=[4, 8, 16] if quick else [2, 4, 8, 16, 32], vp=[1, 2, 3],
-                   micro_batch=[1] if quick else [1, 2], recompute=["selective", "full"] if quick else ["none", "selective", "full"])
-    mapping["dp"] = TRAIN["gpus"] // (mapping["tp"] * mapping["pp"])
-    mapping = mapping[(96 % (mapping["pp"] * mapping["vp"]) == 0)
-                      & (TRAIN["global_batch"] % (mapping["dp"] * mapping["micro_batch"]) == 0)].reset_index(drop=True)
-    mapping["sp"], mapping["zero"] = True, 1
-    frame = hw.merge(mapping, how="cross").assign(**TRAIN)
+    mapping = space_frame("tech-scaling", dict(TRAIN, sp=True, zero=1), {
+        "tp": [2, 4, 8], "pp": [4, 8, 16] if quick else [2, 4, 8, 16, 32], "dp": {"derive": "gpus / (tp * pp)"},
+        "vp": [1, 2, 3], "micro_batch": [1] if quick else [1, 2],
+        "recompute": ["selective", "full"] if quick else ["none", "selective", "full"]},
+        ["layers % (pp * vp) == 0", "global_batch % (dp * micro_batch) == 0"])
+    frame = hw.merge(mapping, how="cross")
     out = dse.evaluate_training(frame)
     best = best_rows(out, ["node"])
     # counterfactual: the same best rows with unlimited DRAM bandwidth -> memory-bound time
@@ -70,12 +61,12 @@ def build(report, quick: bool = False) -> None:
     best["exposed_comm_s"] = best[COMM_PARTS].sum(axis=1)
     parts = ["compute_only_s", "memory_bound_s", "exposed_comm_s", "bubble_s"]
     best["dominant"] = best[parts].idxmax(axis=1).str.replace("_s", "").str.replace("_only", "")
-    order = list(GENERATIONS)
+    order = list(hw["node"])
     best = best.set_index("node").loc[order].reset_index()
     best["mapping"] = best.apply(fmt_mapping, axis=1)
     best["speedup_vs_n12"] = best["tokens_per_s"] / best["tokens_per_s"].iloc[0]
 
-    spec_t = spec[["node", "year", "memory", "scaleup", "scaleout", "peak_bf16_flops_per_s",
+    spec_t = spec.rename(columns={"user_year": "year"})[["node", "year", "memory", "scaleup", "scaleout", "peak_bf16_flops_per_s",
                    "memory_bandwidth_bytes_per_s", "memory_capacity_bytes", "scaleup_bandwidth_bytes_per_s",
                    "scaleout_bandwidth_bytes_per_s", "frequency_hz", "tdp_w", "accelerator_cost_usd"]].copy()
     spec_t["peak_bf16_tflops"] = spec_t.pop("peak_bf16_flops_per_s") / 1e12
@@ -86,22 +77,21 @@ def build(report, quick: bool = False) -> None:
     spec_t["flop_per_dram_byte"] = spec_t["peak_bf16_tflops"] * 1e12 / (spec_t["hbm_tb_per_s"] * 1e12)
 
     # ---- anchors: derived accelerators at the real parts' node, area, power and memory vs the catalog part ----
-    anchors = pd.DataFrame([
-        dict(part="a100-80gb", node="n7", die_area_mm2=826.0, power_w=400.0, memory="hbm2e", memory_stacks=5,
-             scaleup="nvlink3", scaleout="ib-hdr"),
-        dict(part="h100-sxm", node="n4", die_area_mm2=814.0, power_w=700.0, memory="hbm3", memory_stacks=5,
-             scaleup="nvlink4", scaleout="ib-ndr")])
+    parts = catalog_table("report_anchor_parts.csv").set_index("system").loc[ANCHORS].reset_index()
+    anchors = parts[["node", "die_area_mm2", "power_w", "memory", "memory_stacks", "scaleup", "scaleout"]]
+    peak = system_hardware(ANCHORS)["peak_bf16_flops_per_s"] / 1e12  # the datasheet peak of the catalog part
     job = best[best["node"] == "n7"].iloc[0]
     keep = ["tp", "pp", "vp", "dp", "micro_batch", "recompute", "sp", "zero"]
     jobcols = {k: job[k] for k in keep} | TRAIN
-    derived = dse.evaluate_training(anchors.drop(columns="part").assign(**jobcols))
-    real = dse.evaluate_training(pd.DataFrame({"system": anchors["part"]}).assign(**jobcols))
-    aspec = dse.evaluate_hardware(anchors.drop(columns="part"))
-    src = "NVIDIA A100 / H100 datasheets (dse/catalog/systems.csv) and the same job on the catalog part"
-    for i, part in enumerate(anchors["part"]):
+    derived = dse.evaluate_training(anchors.assign(**jobcols))
+    real = dse.evaluate_training(pd.DataFrame({"system": ANCHORS}).assign(**jobcols))
+    aspec = dse.evaluate_hardware(anchors)
+    src = ("NVIDIA A100 / H100 datasheets and whitepapers (dse/catalog/systems.csv, "
+           "dse/catalog/report_anchor_parts.csv) and the same job on the catalog part")
+    for i, part in enumerate(ANCHORS):
         cat = real.iloc[i]
         report.compare(f"derived {anchors['node'][i]} accelerator vs {part}: peak BF16 (TFLOP/s)",
-                       {"a100-80gb": 312, "h100-sxm": 989}[part], aspec["peak_bf16_flops_per_s"].iloc[i] / 1e12, src, 15.0)
+                       peak[part], aspec["peak_bf16_flops_per_s"].iloc[i] / 1e12, src, 15.0)
         report.compare(f"derived {anchors['node'][i]} accelerator vs {part}: GPT-3 175B step time (s)",
                        cat["step_time_s"], derived["step_time_s"].iloc[i], src, 15.0,
                        note="same mapping; catalog part uses its generation's kernel efficiencies")
@@ -116,8 +106,8 @@ def build(report, quick: bool = False) -> None:
 ## Setup
 Accelerators derived from technology at a fixed {DIE_AREA_MM2:.0f} mm2 compute die and a {POWER_W:.0f} W power
 budget (the clock drops until compute + memory + I/O fit it), one die per package with the default
-4 memory stacks. Memory and network advance with the node (table below; basis in the module
-docstring of `dse/reports/tech_scaling.py`: the generation shipping in the node's flagship year).
+4 memory stacks. Memory and network advance with the node (table below; the basis of each row is
+in dse/catalog/report_node_generations.csv: the generation shipping in the node's flagship year).
 Training: {TRAIN['model']} on {TRAIN['gpus']} accelerators, global batch {TRAIN['global_batch']}, BF16, best
 mapping per node over {len(mapping)} mappings (one `evaluate_training` call of {len(frame)} rows).
 Inference: {INFER['model']} on {INFER['gpus']} accelerators (TP {INFER['tp']}), {INFER['isl']} input / {INFER['osl']} output tokens.
@@ -171,7 +161,7 @@ node and improves only when the DRAM generation changes (flat steps where the me
     ax2.set_yticks([t for t in (1, 2, 5, 10, 20, 50, 100, 200) if total.min() / 2 <= t <= total.max() * 2])
     ax2.set_ylabel("step time (s, log)")
     ax2.grid(False)
-    a1.set_xticks(x, [f"{n}\n{GENERATIONS[n][0]}" for n in order], fontsize=8)
+    a1.set_xticks(x, [f"{n}\n{m}" for n, m in zip(hw["node"], hw["memory"])], fontsize=8)
     a1.set_ylabel("share of training step time (%)")
     a1.set_ylim(0, 100)
     a1.set_title(f"Training {TRAIN['model']}, {TRAIN['gpus']} accelerators")
