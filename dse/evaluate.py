@@ -11,11 +11,12 @@ the result columns added. Columns are listed by `dse list columns` (dse.schema).
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from dse import economics, hardware, resolve, schema
 from dse.columns import MODEL_FLOAT, CatalogColumn, as_bool, as_float, blockwise, pack, real, to_columns
 from dse.errors import ConfigError
-from dse.perf.inference import inference_columns
+from dse.perf.inference import BOUNDS, inference_columns
 from dse.perf.training import training_columns
 
 
@@ -50,6 +51,18 @@ def _numeric(work: dict, names) -> dict:
             else np.asarray(work[k], dtype=MODEL_FLOAT) for k in names}
 
 
+def _setting(work: dict, name: str, kind: str):
+    """A software setting for the blockwise arithmetic: a preset's per-row lookup stays lazy."""
+    v = work[name]
+    if isinstance(v, CatalogColumn) and not v.has_gaps:
+        return v if kind == "bool" and v.dtype == bool else v if kind == "code" else v.astype(MODEL_FLOAT)
+    if kind == "bool":
+        return as_bool(work, name, False)
+    if kind == "code":
+        return schema.enum_codes(work, name)
+    return np.asarray(as_float(work, name, np.nan), dtype=MODEL_FLOAT)
+
+
 def _sequence_parallel(work: dict, tp) -> np.ndarray:
     """Sequence parallelism: as given, else on with TP (Megatron-Core and NeMo recipes)."""
     if "sp" not in work:
@@ -79,11 +92,12 @@ def training_inputs(work: dict, n: int) -> dict:
     global_batch = np.where(np.isnan(global_batch), dp * micro_batch, global_batch)
     out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
     degrees = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch,
-                   global_batch=global_batch, zero=f("zero", 0), moe_imbalance=f("moe_imbalance", 1.0))
+                   global_batch=global_batch)
     out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in degrees.items()})
-    out.update(precision=schema.enum_codes(work, "precision"), recompute=schema.enum_codes(work, "recompute"),
+    out.update(precision=schema.enum_codes(work, "precision"), recompute=_setting(work, "recompute", "code"),
                sp=_sequence_parallel(work, tp), topology_code=schema.enum_codes(work, "topology"),
-               **{k: as_bool(work, k, False) for k in ("flash_attention", "dp_overlap", "tp_overlap", "dp_hierarchical")})
+               zero=_setting(work, "zero", "float"), moe_imbalance=_setting(work, "moe_imbalance", "float"),
+               **{k: _setting(work, k, "bool") for k in ("flash_attention", "dp_overlap", "tp_overlap", "dp_hierarchical")})
     return out
 
 
@@ -99,20 +113,31 @@ def inference_inputs(work: dict, n: int) -> dict:
     out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in scenario.items()})
     out.update(precision=schema.enum_codes(work, "precision"), kv_precision=schema.enum_codes(work, "kv_precision"),
                topology_code=schema.enum_codes(work, "topology"),
-               flash_attention=as_bool(work, "flash_attention", True), gqa_kv_sharing=as_bool(work, "gqa_kv_sharing", True))
+               flash_attention=_setting(work, "flash_attention", "bool"),
+               gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"))
     return out
 
 
 def _reasons(work: dict, out: dict) -> None:
-    """Reason text from the code; rows feasible so far whose derived accelerator cannot be built get
-    the hardware's own reason (code `hardware`)."""
+    """`infeasible_reason` as a categorical (one string per distinct reason; missing where the row
+    is feasible) from the code; rows feasible so far whose derived accelerator cannot be built get
+    code `hardware` and the hardware model's own words."""
     code = out["infeasible_code"]
-    text = schema.REASON_TEXT[code]
+    texts = list(schema.REASON_TEXT)
+    text_code = np.where(code == 0, -1, code).astype(np.int32)
     if "hw_fits" in work:
         bad = (code == 0) & ~np.asarray(work["hw_fits"], dtype=bool)
         code = np.where(bad, schema.REASON_CODE["hardware"], code).astype(np.int8)
-        text = np.where(bad, np.asarray(work["hw_infeasible_reason"], dtype=object), text)
-    out["infeasible_code"], out["infeasible_reason"], out["fits"] = code, text, code == 0
+        if bad.any():
+            hw_codes, hw_texts = pd.factorize(np.asarray(work["hw_infeasible_reason"], dtype=object)[bad])
+            known = {t: i for i, t in enumerate(texts)}
+            for t in hw_texts:
+                known.setdefault(t, len(known))
+            texts = list(known)
+            text_code[bad] = np.array([known[t] for t in hw_texts])[hw_codes]
+    reason = pd.Categorical.from_codes(text_code, categories=pd.Index(texts, dtype=object))
+    out["infeasible_reason"] = reason.remove_unused_categories()
+    out["infeasible_code"], out["fits"] = code, code == 0
 
 
 def evaluate_training(frame):
@@ -134,6 +159,8 @@ def evaluate_inference(frame):
     with np.errstate(divide="ignore", invalid="ignore"):
         out = blockwise(inference_columns, inputs, n)
     _reasons(work, out)
+    for phase in ("prefill_bound", "decode_bound"):  # compute / memory / network, as a categorical
+        out[phase] = pd.Categorical.from_codes(out[phase], categories=list(BOUNDS))
     # One batch run (prefill + decode of `batch` sequences) is the step, its output tokens the tokens.
     output_tokens = real(inputs["batch"]).astype(float) * real(inputs["osl"])
     out.update(economics.workload_costs(work, out["e2e_latency_s"], output_tokens, real(inputs["gpus"]).astype(float)))

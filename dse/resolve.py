@@ -40,15 +40,26 @@ def _row_lookup(cols: dict, key: str, kind: str):
 def fill_from_catalog(cols: dict, key: str, kind: str, table, names) -> None:
     """Add (or fill the NaN gaps of) the `names` columns from the catalog rows named in cols[key]."""
     lookup, resolved, used = _row_lookup(cols, key, kind)
-    rows = table.loc[resolved]
+    positions = table.index.get_indexer(resolved)
     for name in names:
-        values = np.append(rows[name].to_numpy(dtype=float), np.nan)
+        values = np.append(_numbers(table, name)[positions], np.nan)
         if name in cols:
             given = np.asarray(cols[name])
             if given.dtype.kind == "f" and np.isnan(given).any():
                 cols[name] = np.where(np.isnan(given), values[lookup], given)
             continue
         cols[name] = CatalogColumn(lookup, values, used)
+
+
+_NUMBERS: dict = {}
+
+
+def _numbers(table, name: str) -> np.ndarray:
+    """A catalog column as floats, converted once per (cached) catalog table."""
+    key = (id(table), name)
+    if key not in _NUMBERS:  # the table is kept in the entry, so its id is never reused
+        _NUMBERS[key] = (table[name].to_numpy(dtype=float), table)
+    return _NUMBERS[key][0]
 
 
 # ---- model ---------------------------------------------------------------------------------
@@ -137,6 +148,16 @@ def _setting_array(name: str, values: list, lookup: np.ndarray) -> np.ndarray:
     return np.asarray([np.nan if v is None or v == "" else float(v) for v in values], dtype=float)[lookup]
 
 
+def _lazy_setting(name: str, values: list, lookup: np.ndarray) -> CatalogColumn:
+    """A preset setting per row, looked up per row block (booleans as bool, recompute as codes)."""
+    per_preset = _setting_array(name, values, np.arange(len(values)))
+    if schema.columns()[name].dtype == "bool" and not np.isnan(per_preset).any():
+        per_preset = per_preset != 0
+    used = np.zeros(len(values), dtype=bool)
+    used[lookup] = True
+    return CatalogColumn(lookup, per_preset, used)
+
+
 def _fill_gaps(cols: dict, name: str, preset: np.ndarray) -> None:
     """Missing entries (NaN, None) of a given setting column take the preset's value."""
     given = cols[name]
@@ -176,4 +197,4 @@ def framework(cols: dict) -> None:
             continue
         if name == "sp" and all(v is None or (isinstance(v, float) and np.isnan(v)) for v in values):
             continue  # no preset sets it: on with TP (schema)
-        cols[name] = _setting_array(name, values, lookup)
+        cols[name] = _lazy_setting(name, values, lookup)

@@ -55,7 +55,10 @@ def test_two_workers_share_one_budget(tmp_path, postgres_url):
     assert sorted(t.number for t in trials) == list(range(48))
     rows = S.read_trials(out)                       # union of both workers' part files, one row per trial
     assert sorted(rows["trial"]) == list(range(48))
-    workers = {t.user_attrs["worker"] for t in trials}
+    from dse.study.optuna_loop import _askers
+    who = _askers(ost)                              # batch records: who asked each trial
+    assert sorted(who) == list(range(48))
+    workers = {rec["worker"] for rec in who.values()}
     assert set(rows["worker"]) == workers and len(workers) == 2  # both took part
     st = S.load_study(p)
     front = S.pareto_rows(st, rows)
@@ -91,5 +94,7 @@ def test_killed_worker_loses_nothing(tmp_path, postgres_url):
     assert pr2.returncode == 0, e
     trials = _optuna_study("pgkill", postgres_url).get_trials()
     assert len(trials) == 24 and all(t.state == TrialState.COMPLETE for t in trials)
-    assert all(trials[t.number].user_attrs.get("adopted") for t in running)
+    from dse.study.optuna_loop import _askers
+    who = _askers(_optuna_study("pgkill", postgres_url))
+    assert all(t.number in who[t.number]["adopted"] for t in running)
     assert sorted(S.read_trials(out)["trial"]) == list(range(24))

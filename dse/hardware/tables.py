@@ -92,16 +92,29 @@ def gather(cols: dict, field: str, names: tuple[str, ...], default: str | None =
     codes, uniques = categories(cols[field])
     canon = [None if str(u).strip().lower() in MISSING else resolve(field, u) for u in uniques]
     codes = np.where(codes < 0, len(uniques), codes)  # pandas Categorical: -1 = missing
+    # catalog row per distinct name (one past the end: missing), then one take per column
+    row = np.append(t.index.get_indexer([r if r is not None else "\0" for r in canon]), -1)
+    row = np.where(row < 0, len(t), row)[codes]
     out = {}
     for c in names:
-        col = t[c]
-        dt = _dtype(col)
-        per_unique = [col.at[r] if r is not None else (np.nan if dt == float else None) for r in canon]
-        per_unique.append(np.nan if dt == float else None)
-        out[c] = np.asarray(per_unique, dtype=dt)[codes]
+        values, dt = _column(t, c)
+        out[c] = values[row] if dt == float else values[row].copy()
     names_row = np.asarray(canon + [None], dtype=object)[codes]
     valid = np.asarray([r is not None for r in canon] + [False], dtype=bool)[codes]
     return out, names_row, valid
+
+
+_COLUMNS: dict = {}
+
+
+def _column(t: pd.DataFrame, c: str):
+    """(values with a missing-value slot appended, dtype) of one catalog column, cached per table."""
+    key = (id(t), c)
+    if key not in _COLUMNS:
+        dt = _dtype(t[c])
+        # the table itself is kept in the entry, so its id is never reused by another table
+        _COLUMNS[key] = (np.append(t[c].to_numpy(dtype=dt), np.nan if dt == float else None).astype(dt), dt, t)
+    return _COLUMNS[key][:2]
 
 
 def _dtype(col: pd.Series):

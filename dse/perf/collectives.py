@@ -28,6 +28,8 @@ as the nodes of a 2D or 3D torus whose links share the GPU's scale-out bandwidth
 """
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 
 from dse.columns import real
@@ -93,18 +95,36 @@ class Placement:
     (`*_in`) and the stride between pipeline neighbours. The only place strides are computed."""
 
     def __init__(self, domain, tp, cp, ep, pp, dp, hierarchical=True):
-        self.tp_in = ranks_per_domain(tp, 1, domain)
+        self.domain, self.tp, self.cp, self.ep, self.pp, self.dp = domain, tp, cp, ep, pp, dp
+        self.hierarchical = hierarchical
         self.cp_stride = tp
-        self.ep_in = ranks_per_domain(ep, tp * cp, domain)
         self.pp_stride = tp * cp * ep
-        outer_stride = tp * cp * ep * pp
-        outer_dp = dp / ep
-        # Dense DP group = the cp x dp ranks (CP at stride tp, EP ranks at stride tp*cp, outer DP at
-        # stride tp*cp*ep*pp); the expert DP group is the outer DP ranks only. A framework that runs
-        # DP collectives as flat rings over all ranks sends each GPU's traffic through its own NIC.
-        outer_in = np.where(outer_stride < domain, ranks_per_domain(outer_dp, outer_stride, domain), 1.0)
-        self.dense_dp_in = np.where(hierarchical, ranks_per_domain(cp * ep, tp, domain) * outer_in, 1.0)
-        self.expert_dp_in = np.where(hierarchical, ranks_per_domain(outer_dp, outer_stride, domain), 1.0)
+
+    @cached_property
+    def tp_in(self):
+        return ranks_per_domain(self.tp, 1, self.domain)
+
+    @cached_property
+    def ep_in(self):
+        return ranks_per_domain(self.ep, self.tp * self.cp, self.domain)
+
+    # Dense DP group = the cp x dp ranks (CP at stride tp, EP ranks at stride tp*cp, outer DP at
+    # stride tp*cp*ep*pp); the expert DP group is the outer DP ranks only. A framework that runs DP
+    # collectives as flat rings over all ranks sends each GPU's traffic through its own NIC.
+    @cached_property
+    def _outer(self):
+        stride = self.tp * self.cp * self.ep * self.pp
+        return stride, ranks_per_domain(self.dp / self.ep, stride, self.domain)
+
+    @cached_property
+    def dense_dp_in(self):
+        stride, outer = self._outer
+        outer_in = np.where(stride < self.domain, outer, 1.0)
+        return np.where(self.hierarchical, ranks_per_domain(self.cp * self.ep, self.tp, self.domain) * outer_in, 1.0)
+
+    @cached_property
+    def expert_dp_in(self):
+        return np.where(self.hierarchical, self._outer[1], 1.0)
 
 
 class Network:

@@ -75,9 +75,11 @@ class Pass:
         # Decode kernels without GQA sharing read a KV head once per query head of its group.
         self.kv_reads = np.where(w["gqa_kv_sharing"], 1.0, m.heads / np.maximum(m.kv_heads, 1))
         self.dense, self.moe = L.layer_shares(m)
+        self.peak_gemm = R.gemm_peak_flops_per_s(w["precision"], self.hw)
 
     def rates(self, decode: bool) -> R.Rates:
-        return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None)
+        return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None,
+                          self.peak_gemm)
 
     def ops(self, s: L.Shape, decode: bool) -> list:
         """The kernels of one layer for this pass, from the op inventory."""
@@ -147,7 +149,8 @@ def memory_parts(p: Pass, m, tp, pp, ep, seqs, mb_seqs, isl, osl, layers_per_sta
 
 
 def _bound(c, mm, nn):
-    return BOUNDS[np.where((nn > c) & (nn > mm), 2, np.where(mm > c, 1, 0))]
+    """Index into BOUNDS of the largest of compute, memory and network time."""
+    return np.where((nn > c) & (nn > mm), 2, np.where(mm > c, 1, 0)).astype(np.int8)
 
 
 def inference_columns(w: dict) -> dict:

@@ -98,8 +98,9 @@ class Rates:
     attention_efficiency: object
 
     @classmethod
-    def of(cls, hw: dict, precision, memory_efficiency=None) -> "Rates":
-        return cls(gemm_peak_flops_per_s(precision, hw), hw["peak_bf16_flops_per_s"],
+    def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None) -> "Rates":
+        peak_gemm = gemm_peak_flops_per_s(precision, hw) if peak_gemm is None else peak_gemm
+        return cls(peak_gemm, hw["peak_bf16_flops_per_s"],
                    hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
                    hw["gemm_efficiency_max"], hw["gemm_half_dim"], hw["attention_efficiency"])

@@ -36,26 +36,64 @@ def _outer_keys(st: Study, df: pd.DataFrame) -> set:
     return set("|".join(t) for t in zip(*cols)) if cols else set()
 
 
-def run_exhaustive_check(st: Study, out: Path, trials: pd.DataFrame, batch: int = 512) -> dict:
-    """Sweep the whole outer space; hypervolume ratio of the study's front to the true front."""
-    from dse.pareto import pareto_mask
-    path = out / "exhaustive.parquet"
-    allo = enumerate_outer(st)
-    N = len(next(iter(allo.values())))
-    ex = None
+def exhaustive_frame(st: Study, out: Path, batch: int = 512) -> pd.DataFrame:
+    """The best mapping of every outer point (results/<study>/exhaustive.parquet, reused while the
+    study file is unchanged). Independent of the study's trials, so it may run beside them."""
+    path = Path(out) / "exhaustive.parquet"
     if path.is_file():
         import pyarrow.parquet as pq
         meta = pq.read_schema(path).metadata or {}
         if meta.get(_HASH_KEY, b"").decode() == st.hash:
-            ex = pd.read_parquet(path)
-    if ex is None:
-        cache: dict = {}
-        parts = []
-        for s in range(0, N, batch):
-            rows, _values, _violation = evaluate_outer(st, {k: v[s:s + batch] for k, v in allo.items()}, cache)
-            parts.append(pd.DataFrame(ordered(rows, st)))
-        ex = pd.concat(parts, ignore_index=True)
-        store.write_table_atomic(path, ex, metadata={_HASH_KEY: st.hash})
+            return pd.read_parquet(path)
+    allo = enumerate_outer(st)
+    N = len(next(iter(allo.values())))
+    cache: dict = {}
+    parts = []
+    for s in range(0, N, batch):
+        rows, _values, _violation = evaluate_outer(st, {k: v[s:s + batch] for k, v in allo.items()}, cache)
+        parts.append(pd.DataFrame(ordered(rows, st)))
+    ex = pd.concat(parts, ignore_index=True)
+    store.write_table_atomic(path, ex, metadata={_HASH_KEY: st.hash})
+    return ex
+
+
+class SideWorker:
+    """One worker process beside the study's serial ask/tell loop (which keeps one core busy): the
+    exhaustive sweep runs there while trials are asked, then the figure is drawn there with
+    matplotlib already imported. fork where available (the worker starts with dse imported)."""
+
+    def __init__(self):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+        self.pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context(method))
+
+    def submit(self, fn, *args):
+        return self.pool.submit(fn, *args)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+
+
+def _sweep_then_warm(st: Study, out: Path) -> None:
+    exhaustive_frame(st, out)
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401  (for the figure drawn next in this process)
+
+
+def start_exhaustive(st: Study, out: Path) -> tuple:
+    """Start the exhaustive sweep beside the study: (side worker, future)."""
+    enumerate_outer(st)  # refuse a non-enumerable outer space here, in one line, before any work
+    side = SideWorker()
+    return side, side.submit(_sweep_then_warm, st, Path(out))
+
+
+def run_exhaustive_check(st: Study, out: Path, trials: pd.DataFrame, batch: int = 512) -> dict:
+    """Sweep the whole outer space; hypervolume ratio of the study's front to the true front."""
+    from dse.pareto import pareto_mask
+    ex = exhaustive_frame(st, out, batch)
+    N = len(ex)
     feas = ex[ex["feasible"].astype(bool)]
     tv = feas[st.objectives].to_numpy(dtype=float)
     true_front = feas[pareto_mask(tv, st.senses)] if len(feas) else feas

@@ -13,6 +13,8 @@
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 
@@ -100,7 +102,7 @@ class InnerTables:
         cols = {}
         for c in self.columns:
             v = self._flat[c][idx]
-            cols[c] = pd.Categorical.from_codes(v, categories=self.categories[c]) if c in self.categories else v
+            cols[c] = pd.Categorical.from_codes(v, dtype=_categorical_dtype(tuple(self.categories[c]))) if c in self.categories else v
         return cols, own, counts
 
 
@@ -145,7 +147,13 @@ def _outer_checks(st: Study, outer: dict, B: int) -> tuple[dict, np.ndarray]:
 def _as_categorical(values: np.ndarray, own: np.ndarray) -> pd.Categorical:
     """B-long values (strings) -> the n-long Categorical values[own], factorized on B values only."""
     codes, uniques = pd.factorize(np.asarray(values, dtype=object).astype(str))
-    return pd.Categorical.from_codes(codes[own], categories=list(uniques))
+    return pd.Categorical.from_codes(codes[own], dtype=_categorical_dtype(tuple(uniques)))
+
+
+@lru_cache(maxsize=4096)
+def _categorical_dtype(categories: tuple) -> pd.CategoricalDtype:
+    """Categorical dtypes are validated when made: make each set of categories once."""
+    return pd.CategoricalDtype(list(categories))
 
 
 def _hardware(outer: dict) -> dict:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from dse import store
 from dse.errors import ConfigError
-from dse.study.check import run_exhaustive_check
+from dse.study.check import run_exhaustive_check, start_exhaustive
 from dse.study.nested import evaluate_outer, outer_columns_from_params
 from dse.study.results import make_manifest, ordered, pareto_rows, read_trials
 from dse.study.results import write_outputs as write_result_files
@@ -31,7 +31,7 @@ from dse.study.spec import Study, load_study
 from dse.study.storage import open_storage
 
 PENALTY = 1e30
-VIOLATION_ATTR = "violation"      # user attribute: the violation told (0 = feasible)
+BATCH_ATTR = "dse_batch:"         # study user attribute per asked batch: {worker, host, pid, asked_at, trials}
 
 
 @dataclass
@@ -46,19 +46,9 @@ class StudyResult:
     check: dict | None = None
 
 
-def _has_set_constraint() -> bool:
-    from optuna.trial import Trial
-    return hasattr(Trial, "set_constraint")
-
-
-def _violation_of(ft) -> float:
-    """What a sampler's constraints_func reads on Optuna < 5 (no Trial.set_constraint)."""
-    return (float(ft.user_attrs.get(VIOLATION_ATTR, 0.0)),)
-
-
 def make_sampler(st: Study, seed: int):
     import optuna
-    cons = {} if _has_set_constraint() else {"constraints_func": _violation_of}
+    cons = {}  # Optuna >= 5: constraints set on the trial (Trial.set_constraint) reach every sampler
     if st.sampler == "nsga2":
         return optuna.samplers.NSGAIISampler(population_size=st.batch_size, seed=seed, **cons)
     if st.sampler == "tpe":
@@ -93,13 +83,23 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _orphans(trials, host: str, stale_s: float, now: float) -> list:
+def _askers(ostudy) -> dict:
+    """Trial number -> who asked it ({worker, host, pid, asked_at}), from the batch records."""
+    who = {}
+    records = [v for k, v in ostudy.user_attrs.items() if k.startswith(BATCH_ATTR)]
+    for rec in sorted(records, key=lambda r: r.get("asked_at", 0.0)):  # a later adoption wins
+        for number in rec.get("trials", ()):
+            who[number] = rec
+    return who
+
+
+def _orphans(ostudy, trials, host: str, stale_s: float, now: float) -> list:
     from optuna.trial import TrialState
     out = []
-    for t in trials:
-        if t.state != TrialState.RUNNING:
-            continue
-        ua = t.user_attrs
+    running = [t for t in trials if t.state == TrialState.RUNNING]
+    who = _askers(ostudy) if running else {}
+    for t in running:
+        ua = who.get(t.number, {})
         if ua.get("host") == host and isinstance(ua.get("pid"), int) and not _alive(ua["pid"]):
             out.append(t)
         elif now - float(ua.get("asked_at", 0.0)) > stale_s:
@@ -143,8 +143,6 @@ def _feasible_done(t) -> bool:
     from optuna.trial import TrialState
     if t.state != TrialState.COMPLETE or t.values is None:
         return False
-    if VIOLATION_ATTR in t.user_attrs:
-        return float(t.user_attrs[VIOLATION_ATTR]) <= 0
     return all(v <= 0 for v in getattr(t, "constraints", {}).values())
 
 
@@ -170,19 +168,20 @@ def _ask_batch(st: Study, ostudy, dists: dict, attrs: dict) -> tuple[list, list,
     trials = ostudy.get_trials(deepcopy=False)
     now = time.time()
     todo, params = [], []
-    for ft in _orphans(trials, attrs["host"], st.stale_after_s, now)[: st.batch_size]:
+    adopted = []
+    for ft in _orphans(ostudy, trials, attrs["host"], st.stale_after_s, now)[: st.batch_size]:
         todo.append(_adopt(ostudy, ft))
         params.append(_complete_params(todo[-1], ft, dists))
-        for k, v in {**attrs, "asked_at": now, "adopted": True}.items():
-            todo[-1].set_user_attr(k, v)
+        adopted.append(ft.number)
     k = min(st.batch_size - len(todo), st.budget - len(trials))
     # suggest inside the lock: a killed worker leaves complete parameters behind
     asked = [ostudy.ask(fixed_distributions=dists) for _ in range(max(0, k))]
-    for tr in asked:
-        for key, v in {**attrs, "asked_at": now}.items():
-            tr.set_user_attr(key, v)
-        params.append(dict(tr.params))
+    params += [dict(tr.params) for tr in asked]
     todo += asked
+    if todo:  # one journal entry per batch: who asked which trials, where, when (orphan adoption reads it)
+        numbers = [tr.number for tr in todo]
+        ostudy.set_user_attr(f"{BATCH_ATTR}{numbers[0]}-{attrs['worker']}",
+                             {**attrs, "asked_at": now, "trials": numbers, "adopted": adopted})
     done_values = [t.values for t in trials if _feasible_done(t)]
     return todo, params, done_values, len(trials) + max(0, k)
 
@@ -191,9 +190,7 @@ def _tell(ostudy, todo: list, told: np.ndarray, violation: np.ndarray) -> None:
     for i, tr in enumerate(todo):
         v = float(violation[i])
         try:
-            if not _has_set_constraint():
-                tr.set_user_attr(VIOLATION_ATTR, v)      # read by the sampler's constraints_func
-            elif "violation" not in tr.constraints:
+            if "violation" not in tr.constraints:
                 tr.set_constraint("violation", v)
             ostudy.tell(tr, [float(x) for x in told[i]], skip_if_finished=True)
         except RuntimeError:  # finished meanwhile by a worker that adopted it: its rows are identical
@@ -234,6 +231,7 @@ def run_study(study, budget: int | None = None, storage: str | None = None, out=
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     stor, lock = open_storage(st, out)
     ostudy = _open_study(st, stor, lock, out)
+    side, sweep = start_exhaustive(st, out) if exhaustive_check else (None, None)
     manifest = make_manifest(st, out)
     store.write_manifest(tdir / store.MANIFEST, manifest)
     n_existing = len(ostudy.get_trials(deepcopy=False))
@@ -263,9 +261,15 @@ def run_study(study, budget: int | None = None, storage: str | None = None, out=
         print(file=sys.stderr)
     frame = read_trials(out)
     front = pareto_rows(st, frame)
-    check = run_exhaustive_check(st, out, frame) if exhaustive_check else None
-    wall = time.perf_counter() - t0
-    if write_outputs:
-        write_result_files(st, out, frame, front, manifest, wall, check)
+    try:
+        if sweep is not None:
+            sweep.result()  # exhaustive.parquet written by the side worker
+        check = run_exhaustive_check(st, out, frame) if exhaustive_check else None
+        wall = time.perf_counter() - t0
+        if write_outputs:
+            write_result_files(st, out, frame, front, manifest, wall, check, side)
+    finally:
+        if side is not None:
+            side.close()
     return StudyResult(st, out, frame, front, len(ostudy.get_trials(deepcopy=False)), evaluated, wall, check)
 

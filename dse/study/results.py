@@ -79,13 +79,18 @@ def pareto_rows(st: Study, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_outputs(st: Study, out: Path, frame: pd.DataFrame, front: pd.DataFrame, manifest: dict,
-                     wall_s: float, check: dict | None) -> None:
+                  wall_s: float, check: dict | None, side=None) -> None:
+    """trials.parquet, pareto.parquet, pareto.png (drawn by `side`, a side worker, when given) and
+    the manifest."""
     for name, df in (("trials.parquet", frame), ("pareto.parquet", front)):
         store.write_table_atomic(out / name, df, manifest)
     if len(frame):
         from dse.study.plot import plot_front
-        plot_front(st, frame, front, out / "pareto.png",
-                   true_front=None if check is None else check.get("_true_front"))
+        args = (st, frame, front, out / "pareto.png", None if check is None else check.get("_true_front"))
+        if side is not None:
+            side.submit(plot_front, *args).result()
+        else:
+            plot_front(*args)
     m = dict(manifest)
     m.update(trials=int(len(frame)), feasible=int(frame["feasible"].astype(bool).sum()) if len(frame) else 0,
              front=int(len(front)), complete=bool(len(frame) >= st.budget),

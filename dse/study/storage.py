@@ -33,11 +33,13 @@ def open_storage(st: Study, out: Path):
     import optuna
     url = st.storage
     if url is None or url.startswith("journal:") or url.endswith(".log"):
-        from optuna.storages.journal import JournalFileBackend, JournalStorage
+        from optuna.storages.journal import JournalStorage
+
+        from dse.study.journal import JournalFile
         path = Path(url.split(":", 1)[1]) if url and url.startswith("journal:") else \
             Path(url) if url else out / "journal.log"
         path.parent.mkdir(parents=True, exist_ok=True)
-        storage = JournalStorage(JournalFileBackend(str(path)))
+        storage = JournalStorage(JournalFile(path))
         lockfile = path.parent / ".ask.lock"
         return storage, lambda: _file_lock(lockfile)
     url = _normal_url(url)
