@@ -96,26 +96,3 @@ def bench_inference(rows: int = 1_000_000, repeat: int = 3) -> dict:
 
 
 BENCHES = {"training": bench_training, "inference": bench_inference}
-
-
-def run(args) -> int:
-    if args.what == "sweep":  # the GPT-3 175B / 4,096-GPU space end to end (prints its own line)
-        from dse.sweep import bench_sweep
-        bench_sweep(jobs=args.jobs)
-        return 0
-    names = [args.what] if args.what != "all" else list(BENCHES)
-    for name in names:
-        r = BENCHES[name](rows=args.rows, repeat=args.repeat)
-        print(f"{r['model']}: {r['rows']:,} rows (a DataFrame with string columns) in {r['seconds']:.3f} s = "
-              f"{r['rows_per_s']:,.0f} rows/s in one process (one numpy pass over the same rows: {r['numpy_baseline_s'] * 1e3:.1f} ms; "
-              f"the model costs {r['cost_vs_one_numpy_pass']:.0f} such passes)")
-    return 0
-
-
-def register(sub) -> None:
-    p = sub.add_parser("bench", help="measure evaluation speed (rows/s)")
-    p.add_argument("what", nargs="?", default="all", choices=["all", *BENCHES, "sweep"])
-    p.add_argument("--rows", type=int, default=1_000_000)
-    p.add_argument("--repeat", type=int, default=5, help="timed repetitions; the median is reported")
-    p.add_argument("--jobs", type=int, default=-1, help="worker processes for `bench sweep` (-1: all cores)")
-    p.set_defaults(func=run)

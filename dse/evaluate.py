@@ -76,19 +76,15 @@ def _sequence_parallel(work: dict, tp) -> np.ndarray:
 
 def training_inputs(work: dict, n: int) -> dict:
     """Every input the training kernel reads, once for the whole batch."""
-    f = lambda k, d: as_float(work, k, d)  # noqa: E731
-    tp, pp, cp, ep, vp = f("tp", 1), f("pp", 1), f("cp", 1), f("ep", 1), f("vp", 1)
-    if "dp" in work:
-        dp = f("dp", 1)
-        gpus = f("gpus", np.nan)
-        gpus = np.where(np.isnan(gpus), tp * pp * dp * cp, gpus)
-    else:
-        gpus = f("gpus", np.nan)
-        if np.isnan(gpus).any():
-            raise ConfigError("gpus: missing; give `gpus` or `dp`")
-        dp = gpus / (tp * pp * cp)
-    micro_batch = f("micro_batch", 1)
-    global_batch = f("global_batch", np.nan)
+    f = lambda k: as_float(work, k, schema.default_number(k))  # noqa: E731
+    tp, pp, cp, ep, vp = f("tp"), f("pp"), f("cp"), f("ep"), f("vp")
+    gpus, dp = f("gpus"), f("dp")  # either may be missing (per row): one gives the other
+    if (np.isnan(gpus) & np.isnan(dp)).any():
+        raise ConfigError("gpus: missing; give `gpus` or `dp`")
+    dp = np.where(np.isnan(dp), gpus / (tp * pp * cp), dp)
+    gpus = np.where(np.isnan(gpus), tp * pp * dp * cp, gpus)
+    micro_batch = f("micro_batch")
+    global_batch = f("global_batch")
     global_batch = np.where(np.isnan(global_batch), dp * micro_batch, global_batch)
     out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
     degrees = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch,
@@ -103,13 +99,13 @@ def training_inputs(work: dict, n: int) -> dict:
 
 def inference_inputs(work: dict, n: int) -> dict:
     """Every input the inference kernel reads, once for the whole batch."""
-    f = lambda k, d: as_float(work, k, d)  # noqa: E731
-    tp, pp, ep = f("tp", 1), f("pp", 1), f("ep", 1)
-    gpus, dp = f("gpus", np.nan), f("dp", np.nan)
+    f = lambda k: as_float(work, k, schema.default_number(k))  # noqa: E731
+    tp, pp, ep = f("tp"), f("pp"), f("ep")
+    gpus, dp = f("gpus"), f("dp")
     dp = np.where(np.isnan(dp), np.where(np.isnan(gpus), 1.0, gpus / (tp * pp)), dp)
     gpus = np.where(np.isnan(gpus), tp * pp * dp, gpus)
     out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
-    scenario = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, batch=f("batch", 1), isl=f("isl", 128), osl=f("osl", 128))
+    scenario = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, batch=f("batch"), isl=f("isl"), osl=f("osl"))
     out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in scenario.items()})
     out.update(precision=schema.enum_codes(work, "precision"), kv_precision=schema.enum_codes(work, "kv_precision"),
                topology_code=schema.enum_codes(work, "topology"),

@@ -28,18 +28,3 @@ def table(what: str):
     import dse.hardware as hw
     t = getattr(hw, what)()
     return t[[c for c in t.columns if not any(w in c for w in ("source", "basis", "notes", "aliases"))]]
-
-
-def run(args) -> int:
-    import pandas as pd
-    t = table(args.what)
-    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 300,
-                           "display.max_colwidth", 90):
-        print(t.to_string(index=args.what == "systems"))
-    return 0
-
-
-def register(sub) -> None:
-    p = sub.add_parser("list", help="list a catalog (systems, models, frameworks, ...), the columns or the reasons")
-    p.add_argument("what", choices=WHAT, help="what to list")
-    p.set_defaults(func=run)

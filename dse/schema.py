@@ -63,6 +63,14 @@ HARDWARE_COLUMNS = tuple(n for n in names("hardware") if n != "accelerator_cost_
 TECHNOLOGY_COLUMNS = names("technology")
 
 
+def default_number(name: str) -> float:
+    """The column's numeric default (NaN where it has none or it is derived from other columns)."""
+    try:
+        return float(columns()[name].default)
+    except ValueError:
+        return float("nan")
+
+
 def unit(name: str) -> str:
     c = columns().get(name)
     return c.unit if c is not None else ""

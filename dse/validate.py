@@ -24,8 +24,6 @@ nothing here parses source text.
 """
 from __future__ import annotations
 
-import json
-import sys
 from importlib import resources
 
 import numpy as np
@@ -256,32 +254,3 @@ def summary(results: pd.DataFrame) -> pd.DataFrame:
         table.loc[f"ALL {suite}"] = [len(part), part["error_pct"].abs().mean(),
                                      part["error_pct"].abs().max(), part["error_pct"].mean()]
     return table
-
-
-def run(args) -> int:
-    results = collect(args.suite or None)
-    table = summary(results)
-    if args.json:
-        payload = {"rows": json.loads(results.to_json(orient="records")),
-                   "summary": json.loads(table.reset_index(names="source").to_json(orient="records"))}
-        json.dump(payload, sys.stdout, indent=1)
-        print()
-        return 0
-    with pd.option_context("display.width", 200, "display.max_rows", 1000, "display.max_colwidth", 28):
-        shown = results.copy()
-        shown["measured"] = shown["measured"].map(lambda v: f"{v:.4g}")
-        shown["predicted"] = shown["predicted"].map(lambda v: "" if np.isnan(v) else f"{v:.4g}")
-        shown["error_pct"] = shown["error_pct"].map(lambda v: "" if np.isnan(v) else f"{v:+.1f}")
-        print(shown[["id", "source", "model", "system", "metric", "unit", "measured", "predicted",
-                     "error_pct", "skipped"]].to_string(index=False))
-        print()
-        print("Mean absolute percentage error per source:")
-        print(table.round(2).to_string())
-    return 0
-
-
-def register(sub) -> None:
-    p = sub.add_parser("validate", help="compare predictions with published measurements")
-    p.add_argument("--json", action="store_true", help="print rows and summary as JSON")
-    p.add_argument("--suite", action="append", choices=sorted(SUITES), help="only these suites (repeatable)")
-    p.set_defaults(func=run)

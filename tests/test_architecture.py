@@ -18,10 +18,12 @@ STAGES = (
     ("dse.perf", "dse.workload"),
     ("dse.economics",),
     ("dse.evaluate", "dse.optable"),
-    ("dse.space", "dse.store", "dse.pareto", "dse.sweep", "dse.study"),
-    ("dse.validate", "dse.reports", "dse.bench", "dse.listing", "dse.cli", "dse.train_cli", "dse.inference_cli",
-     "dse.report_cli", "dse.study_cli", "dse.sweep_cli", "dse.calibrate", "dse"),
+    ("dse.space", "dse.store", "dse.pareto", "dse.sweep", "dse.study", "dse.query"),
+    ("dse.validate", "dse.reports", "dse.bench", "dse.listing", "dse.calibrate"),
+    ("dse.cli",),
 )
+# `import dse` is the public API: lazy names that resolve to modules up to the sweep/study stage.
+API_RANK = next(i for i, stage in enumerate(STAGES) if "dse.study" in stage)
 
 
 def _module_name(path: Path) -> str:
@@ -33,6 +35,8 @@ def _module_name(path: Path) -> str:
 
 
 def _rank(module: str):
+    if module == "dse":
+        return API_RANK
     if any(module == s or module.startswith(s + ".") for s in SHARED):
         return -1
     best = None

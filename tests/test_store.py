@@ -48,7 +48,7 @@ def cli(*args, cwd=None):
     if all(importlib.util.find_spec(m) is not None for m in C.COMMAND_MODULES):
         cmd = [sys.executable, "-m", "dse.cli", *map(str, args)]
     else:  # pragma: no cover - another engineer's command module is missing
-        cmd = [sys.executable, "-c", "import sys, dse.cli as c; c.COMMAND_MODULES = ('dse.sweep_cli',); "
+        cmd = [sys.executable, "-c", "import sys, dse.cli as c; c.COMMAND_MODULES = ('dse.cli.sweep',); "
                "sys.exit(c.main(sys.argv[1:]))", *map(str, args)]
     env = dict(os.environ, CI="1")
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=120)

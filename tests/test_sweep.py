@@ -58,7 +58,7 @@ def cli_cmd(*args) -> list[str]:
     from dse import cli as C
     if all(importlib.util.find_spec(m) is not None for m in C.COMMAND_MODULES):
         return [sys.executable, "-m", "dse.cli", *map(str, args)]
-    return [sys.executable, "-c", "import sys, dse.cli as c; c.COMMAND_MODULES = ('dse.sweep_cli',); "  # pragma: no cover
+    return [sys.executable, "-c", "import sys, dse.cli as c; c.COMMAND_MODULES = ('dse.cli.sweep',); "  # pragma: no cover
             "sys.exit(c.main(sys.argv[1:]))", *map(str, args)]
 
 
@@ -221,7 +221,7 @@ def test_pareto_and_top_commands_match_pandas(tmp_path, capsys):
     assert main(["top", str(out), "--by", "toy_score_s", "-k", "7"]) == 0
     printed = capsys.readouterr().out
     assert "top 7" in printed
-    from dse.sweep_cli import top_rows
+    from dse.query import top_rows
     top = top_rows(out, "toy_score_s", 7)
     assert top["toy_score_s"].tolist() == sorted(feas["toy_score_s"], reverse=True)[:7]
     low = top_rows(out, "toy_score_s", 3, ascending=True)

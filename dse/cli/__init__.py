@@ -1,4 +1,5 @@
-"""The `dse` command. Each subcommand lives beside the code it drives and registers itself here.
+"""The `dse` command: one module per subcommand in this package, each registering its parser here;
+library code never lives in a CLI module.
 
 Bad input anywhere (unknown names, malformed files, impossible requests) is a `ConfigError`:
 one line on stderr naming the field and the fix, exit status 2, no traceback.
@@ -13,14 +14,14 @@ from dse.errors import ConfigError
 
 # Modules exposing `register(subparsers)`; each adds its parser with `set_defaults(func=...)`.
 COMMAND_MODULES = (
-    "dse.validate",
-    "dse.bench",
-    "dse.listing",
-    "dse.inference_cli",
-    "dse.train_cli",
-    "dse.sweep_cli",
-    "dse.report_cli",
-    "dse.study_cli",
+    "dse.cli.validate",
+    "dse.cli.bench",
+    "dse.cli.listing",
+    "dse.cli.roofline",
+    "dse.cli.train",
+    "dse.cli.sweep",
+    "dse.cli.report",
+    "dse.cli.study",
 )
 
 
@@ -56,6 +57,3 @@ def main(argv=None) -> int:
         return 130
     return int(code or 0)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

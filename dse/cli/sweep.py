@@ -15,42 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from dse.errors import ConfigError
-
-# Output columns worth showing next to the mapping, when present.
-KEY_OUTPUTS = ("step_time_s", "tokens_per_s", "mfu", "mem_per_gpu_bytes", "fits", "infeasible_reason",
-               "ttft_s", "tpot_s", "output_tokens_per_s", "cost_per_run_usd", "cost_per_million_tokens_usd")
-
+from dse.query import display_columns, pareto_rows, top_rows
 
 def _print_table(df, limit: int | None = None) -> None:
     import pandas as pd
     with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_rows", limit or 200,
                            "display.float_format", "{:.6g}".format):
         print(df.to_string(index=False) if len(df) else "(no rows)")
-
-
-def _display_columns(path, extra: list[str]) -> list[str]:
-    """Axes of the space (the varying mapping), then `extra`, then key outputs present."""
-    from dse import store
-    files = store.result_files(path)
-    if not files:
-        return extra
-    import pyarrow.parquet as pq
-    have = pq.read_schema(files[0]).names
-    try:
-        axes = list((store.read_manifest(path).get("space", {}).get("content", {}).get("axes") or {}))
-    except ConfigError:
-        axes = []
-    cols = [c for c in axes if c in have]
-    for c in list(extra) + list(KEY_OUTPUTS):
-        if c in have and c not in cols:
-            cols.append(c)
-    return cols
-
-
-def _fits_mask(batch, use_fits: bool):
-    if not use_fits or "fits" not in batch.schema.names:
-        return None
-    return np.asarray(batch.column("fits").to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def cmd_sweep(args) -> int:
@@ -62,36 +33,6 @@ def cmd_sweep(args) -> int:
     print(f"dse sweep: {res.rows:,} rows ({res.rows_written:,} new{resumed}) in {res.wall_s:.2f} s "
           f"({res.rows_per_s:,.0f} rows/s) -> {res.path}/")
     return 0
-
-
-def pareto_rows(path, objectives: list[str], senses: list[str], feasible_only: bool = True):
-    """Streaming Pareto front of a results dataset -> DataFrame of the front rows (all columns)."""
-    from dse import store
-    from dse.pareto import ParetoFront
-    schema_cols = objectives + ["fits"]
-    files = store.result_files(path)
-    have = set()
-    if files:
-        import pyarrow.parquet as pq
-        have = set(pq.read_schema(files[0]).names)
-    for c in objectives:
-        if files and c not in have:
-            raise ConfigError(f"--objective {c}: no such column in {path}; columns: {', '.join(sorted(have))}")
-    read = [c for c in schema_cols if c in have] if files else objectives
-    front = ParetoFront(senses)
-    for fi, offset, batch in store.iter_batches(path, read):
-        vals = np.column_stack([np.asarray(batch.column(c).to_numpy(zero_copy_only=False), dtype=float)
-                                for c in objectives])
-        ids = (np.int64(fi) << 32) + offset + np.arange(batch.num_rows, dtype=np.int64)
-        m = _fits_mask(batch, feasible_only)
-        if m is not None:
-            vals, ids = vals[m], ids[m]
-        front.add(vals, ids)
-    ids = np.sort(front.ids) if front.ids is not None else np.zeros(0, np.int64)
-    df = store.take_rows(path, [(int(i >> 32), int(i & 0xFFFFFFFF)) for i in ids])
-    if len(df):
-        df = df.sort_values(objectives, ascending=[s == "min" for s in senses], kind="stable")
-    return df.reset_index(drop=True)
 
 
 def cmd_pareto(args) -> int:
@@ -118,47 +59,14 @@ def cmd_pareto(args) -> int:
     tmp.replace(out)
     print(f"Pareto front of {args.results}: {len(df)} rows "
           f"({', '.join(f'{o} {s}' for o, s in zip(objectives, senses))}) -> {out}")
-    _print_table(df[[c for c in _display_columns(args.results, objectives) if c in df.columns]], args.limit)
+    _print_table(df[[c for c in display_columns(args.results, objectives) if c in df.columns]], args.limit)
     return 0
-
-
-def top_rows(path, by: str, k: int = 10, ascending: bool = False, feasible_only: bool = True):
-    """The k best rows by one column, streaming -> DataFrame (all columns)."""
-    from dse import store
-    if k <= 0:
-        raise ConfigError(f"-k {k}: give a positive number of rows")
-    files = store.result_files(path)
-    have = set()
-    if files:
-        import pyarrow.parquet as pq
-        have = set(pq.read_schema(files[0]).names)
-        if by not in have:
-            raise ConfigError(f"--by {by}: no such column in {path}; columns: {', '.join(sorted(have))}")
-    read = [by] + (["fits"] if "fits" in have and by != "fits" else [])
-    best_v = np.zeros(0)
-    best_i = np.zeros(0, dtype=np.int64)
-    sign = 1.0 if ascending else -1.0
-    for fi, offset, batch in store.iter_batches(path, read):
-        v = np.asarray(batch.column(by).to_numpy(zero_copy_only=False), dtype=float) * sign
-        ids = (np.int64(fi) << 32) + offset + np.arange(batch.num_rows, dtype=np.int64)
-        keep = ~np.isnan(v)
-        m = _fits_mask(batch, feasible_only)
-        if m is not None:
-            keep &= m
-        v, ids = np.concatenate([best_v, v[keep]]), np.concatenate([best_i, ids[keep]])
-        if len(v) > k:
-            order = np.lexsort((ids, v))[:k]
-            v, ids = v[order], ids[order]
-        best_v, best_i = v, ids
-    order = np.lexsort((best_i, best_v))
-    df = store.take_rows(path, [(int(i >> 32), int(i & 0xFFFFFFFF)) for i in best_i[order]])
-    return df
 
 
 def cmd_top(args) -> int:
     df = top_rows(args.results, args.by, args.k, args.asc, feasible_only=not args.all)
     print(f"top {len(df)} of {args.results} by {args.by} ({'ascending' if args.asc else 'descending'})")
-    _print_table(df[[c for c in _display_columns(args.results, [args.by]) if c in df.columns]])
+    _print_table(df[[c for c in display_columns(args.results, [args.by]) if c in df.columns]])
     return 0
 
 
