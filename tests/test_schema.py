@@ -138,3 +138,32 @@ def test_dse_list(what, capsys):
     assert main(["list", what]) == 0
     text = capsys.readouterr().out
     assert {"columns": "micro_batch", "frameworks": "megatron-bridge", "reasons": "out_of_memory"}[what] in text
+
+
+def test_space_and_study_files_refuse_bad_columns_when_they_load(tmp_path):
+    from dse.space import Space
+    from dse.study import load_study
+    with pytest.raises(ConfigError, match=r"fixed\.zero: zero: 7 is outside its domain"):
+        Space.from_dict({"name": "s", "fixed": {"model": "gpt3-175b", "zero": 7}, "axes": {"tp": [1, 2]}})
+    with pytest.raises(ConfigError, match=r"axes\.tp: tp: 0 is outside"):
+        Space.from_dict({"name": "s", "fixed": {"model": "gpt3-175b"}, "axes": {"tp": [0, 2]}})
+    study = yaml_study()
+    study["workload"]["fixed"]["micro_bach"] = 4
+    with pytest.raises(ConfigError, match=r"workload\.fixed\.micro_bach: micro_bach: unknown study column \(did you mean micro_batch"):
+        load_study(study)
+
+
+def yaml_study() -> dict:
+    return {"name": "t", "workload": {"kind": "training", "model": "llama3.1-8b", "train_tokens": 1e12,
+                                      "fixed": {"global_batch": 512}},
+            "outer": {"axes": {"system": ["h100-sxm", "b200"], "gpus": [64, 128]}},
+            "inner": {"axes": {"tp": [1, 2], "dp": {"derive": "gpus / tp"}}},
+            "objectives": [{"step_time_s": "min"}, {"cost_per_run_usd": "min"}], "budget": 4, "batch_size": 4}
+
+
+def test_sweep_refuses_a_misspelled_column_before_any_work(tmp_path):
+    space = tmp_path / "bad.yaml"
+    space.write_text("name: bad\nfixed: {model: gpt3-175b, system: a100-80gb, gpus: 64, micro_bach: 4}\n"
+                     "axes: {tp: [1, 2, 4, 8]}\n")
+    assert main(["sweep", str(space), "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()

@@ -59,17 +59,17 @@ Public API (stable; `dse.study` builds inner mapping spaces with it):
     Space.codes(start, stop) -> like chunk, string columns as integer codes into .categories
         (before lazy constraints), Space.constants (fixed values and catalog constants)
 
-Modules: spec (validated models, parse_spec, parse_axis, check_keys, catalog_names), expr (the
+Modules: spec (validated models, parse_spec, parse_axis, check_columns, check_keys, catalog_names), expr (the
 expression language), groups (linked axes -> tables of valid rows), enumerate (Space), yaml_io.
 """
 from dse.space.enumerate import DEFAULT_CHUNK_SIZE, Space, canonical
 from dse.space.expr import CONSTS, FUNCS, Expr, eval_checked
 from dse.space.groups import MAX_GROUP_ROWS
 from dse.space.spec import (AXIS_EXTRA, AXIS_KINDS, EVALUATORS, TOP_KEYS, AxisSpec, Ctx, SpaceSpec, as_int,
-                            catalog_names, check_keys, parse_axis, parse_constraints, parse_spec, scalar_ok)
+                            catalog_names, check_columns, check_keys, parse_axis, parse_constraints, parse_spec, scalar_ok)
 from dse.space.yaml_io import load_space, read_yaml
 
 __all__ = ["load_space", "read_yaml", "Space", "SpaceSpec", "AxisSpec", "Expr", "Ctx", "parse_spec",
-           "parse_axis", "parse_constraints", "check_keys", "as_int", "scalar_ok", "catalog_names",
+           "parse_axis", "parse_constraints", "check_columns", "check_keys", "as_int", "scalar_ok", "catalog_names",
            "eval_checked", "canonical", "DEFAULT_CHUNK_SIZE", "MAX_GROUP_ROWS", "TOP_KEYS", "AXIS_KINDS",
            "AXIS_EXTRA", "EVALUATORS", "FUNCS", "CONSTS"]

@@ -58,6 +58,29 @@ def catalog_names(kind: str | None = None) -> set:
     return model if kind == "model" else hardware if kind == "hardware" else model | hardware
 
 
+def check_columns(ctx: Ctx, fixed: Mapping, axes, prefix: str = "") -> None:
+    """Values a registered evaluator reads: every fixed number and listed value of a schema column
+    inside its column's domain (dse.schema), caught when the file loads. (Names the schema does not
+    know are refused by the evaluator itself, on the rows `dse sweep` probes before any work.)"""
+    from dse import schema
+    for key, value in fixed.items():
+        _check_column(ctx, schema, f"{prefix}fixed.{key}", key, [value])
+    for ax in axes:
+        if ax.kind == "derive" and ax.real:
+            continue  # a helper column of real numbers, kept beside the evaluator's inputs
+        _check_column(ctx, schema, f"{prefix}axes.{ax.name}", ax.name, ax.values)
+
+
+def _check_column(ctx, schema, path: str, name: str, values) -> None:
+    if name not in schema.columns():
+        return
+    try:
+        for v in values:
+            schema.check_value(name, v)
+    except ConfigError as exc:
+        raise ctx.error(path, str(exc)) from None
+
+
 def check_keys(ctx: Ctx, path: str, mapping: Mapping, allowed) -> None:
     for key in mapping:
         if key not in allowed:
@@ -241,5 +264,7 @@ def parse_spec(raw, source: str, name: str | None = None) -> SpaceSpec:
     cons_raw = parse_constraints(ctx, raw.get("constraints"))
     if not fixed and not axes:
         raise ctx.error("axes", "the space is empty; give fixed columns and/or axes")
+    if ev in EVALUATORS:
+        check_columns(ctx, fixed, axes)
     return SpaceSpec(name=nm, evaluator=ev, seed=seed, chunk_size=cs, description=str(desc),
                      fixed=fixed, axes=tuple(axes), constraints=tuple(cons_raw))

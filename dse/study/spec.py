@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from dse.errors import ConfigError
-from dse.space import (Ctx, Expr, Space, as_int, catalog_names, check_keys, parse_axis, parse_constraints, parse_spec,
+from dse.space import (Ctx, Expr, Space, as_int, catalog_names, check_columns, check_keys, parse_axis, parse_constraints, parse_spec,
                        read_yaml)
 
 TOP_KEYS = ("name", "description", "workload", "outer", "inner", "objectives", "constraints",
@@ -67,6 +67,30 @@ def _known_output_columns(kind: str) -> set:
     """Every column a study may name in objectives and constraints: the schema's (dse.schema)."""
     from dse import schema
     return set(schema.columns())
+
+
+def _check_study_columns(ctx: Ctx, fixed: dict, outer: dict, inner: dict) -> None:
+    """Every column a study gives its evaluator is one the schema knows, with values in its domain,
+    refused when the file loads (not in a batch)."""
+    from dse import schema
+    sections = [("workload.fixed", fixed), ("outer.fixed", outer.get("fixed") or {}),
+                ("inner.fixed", inner.get("fixed") or {})]
+    for where, cols in sections:
+        for key in cols:
+            try:
+                schema.check_known([key], "study")
+            except ConfigError as exc:
+                raise ctx.error(f"{where}.{key}", str(exc)) from None
+    for part, sub in (("outer", outer), ("inner", inner)):
+        axes = [parse_axis(ctx, name, ax) for name, ax in (sub.get("axes") or {}).items()]
+        for ax in axes:
+            if not (ax.kind == "derive" and ax.real) and not ax.name.startswith(schema.USER_PREFIX):
+                try:
+                    schema.check_known([ax.name], "study")
+                except ConfigError as exc:
+                    raise ctx.error(f"{part}.axes.{ax.name}", str(exc)) from None
+        check_columns(ctx, sub.get("fixed") or {}, axes, prefix=f"{part}.")
+    check_columns(ctx, fixed, [], prefix="workload.")
 
 
 def _sub_space(ctx: Ctx, key: str, raw) -> dict:
@@ -143,6 +167,7 @@ def load_study(path_or_mapping, budget: int | None = None, storage: str | None =
     inner = _sub_space(ctx, "inner", raw.get("inner"))
     if not (outer.get("axes")):
         raise ctx.error("outer.axes", "the outer (hardware) space has no axes; give at least one")
+    _check_study_columns(ctx, fixed, outer, inner)
     known = _known_output_columns(kind) | set(fixed) | set(outer.get("axes") or {}) | set(outer.get("fixed") or {}) \
         | set(inner.get("axes") or {}) | set(inner.get("fixed") or {})
     names, senses = _objectives(ctx, raw.get("objectives"), known)
