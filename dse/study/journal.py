@@ -23,14 +23,19 @@ class JournalFile(BaseJournalBackend):
         self.path = str(path)
         Path(self.path).touch()
         self._offsets = {0: 0}   # log number -> byte offset where it starts
+        self._reader = None      # kept open: a study reads the journal thousands of times
+
+    def __getstate__(self):      # pickles without its open file
+        return {**self.__dict__, "_reader": None}
 
     def read_logs(self, log_number_from: int) -> list:
         """Operations numbered `log_number_from` and later (a line still being appended by another
         process, without its newline yet, is left for the next read)."""
         start = max(n for n in (log_number_from, 0) if n in self._offsets)
-        with open(self.path, "rb") as fh:
-            fh.seek(self._offsets[start])
-            data = fh.read()
+        if self._reader is None:
+            self._reader = open(self.path, "rb")
+        self._reader.seek(self._offsets[start])
+        data = self._reader.read()
         logs, pos, number = [], self._offsets[start], start
         for line in data.splitlines(keepends=True):
             if not line.endswith(b"\n"):
