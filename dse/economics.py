@@ -67,14 +67,14 @@ def workload_costs(cols: dict, step_time_s, tokens_per_step, gpus) -> dict[str, 
     tdp = as_float(cols, "tdp_w", np.nan)
     scaleout_gbit_s = as_float(cols, "scaleout_bandwidth_bytes_per_s", np.nan) * 8 / 1e9
     network = v["network_cost_usd_per_gbit_s"] * np.nan_to_num(scaleout_gbit_s)
-    capex = g * (price + v["host_cost_per_gpu_usd"] + network)
-    energy = g * (tdp * v["power_utilization"] + v["host_power_per_gpu_w"]) * v["pue"] * step
-    cost_step = (capex * step / (v["lifetime_years"] * SECONDS_PER_YEAR)
-                 + energy / J_PER_KWH * v["electricity_usd_per_kwh"])
     run_tokens = as_float(cols, "train_tokens", np.nan)
     if "serve_tokens" in cols:
         run_tokens = np.where(np.isnan(run_tokens), as_float(cols, "serve_tokens", np.nan), run_tokens)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows: any number
+        capex = g * (price + v["host_cost_per_gpu_usd"] + network)
+        energy = g * (tdp * v["power_utilization"] + v["host_power_per_gpu_w"]) * v["pue"] * step
+        cost_step = (capex * step / (v["lifetime_years"] * SECONDS_PER_YEAR)
+                     + energy / J_PER_KWH * v["electricity_usd_per_kwh"])
         per_token = cost_step / tokens
     return {
         "accelerator_cost_usd": price,

@@ -79,8 +79,8 @@ def training_inputs(work: dict, n: int) -> dict:
     f = lambda k: as_float(work, k, schema.default_number(k))  # noqa: E731
     tp, pp, cp, ep, vp = f("tp"), f("pp"), f("cp"), f("ep"), f("vp")
     gpus, dp = f("gpus"), f("dp")  # either may be missing (per row): one gives the other
-    if (np.isnan(gpus) & np.isnan(dp)).any():
-        raise ConfigError("gpus: missing; give `gpus` or `dp`")
+    if (np.isnan(gpus) & np.isnan(dp)).all():
+        raise ConfigError("gpus: missing; give `gpus` or `dp`")  # a row missing both is infeasible
     dp = np.where(np.isnan(dp), gpus / (tp * pp * cp), dp)
     gpus = np.where(np.isnan(gpus), tp * pp * dp * cp, gpus)
     micro_batch = f("micro_batch")
@@ -114,35 +114,48 @@ def inference_inputs(work: dict, n: int) -> dict:
     return out
 
 
-def _reasons(work: dict, out: dict) -> None:
+def _reasons(work: dict, out: dict, invalid: list = ()) -> None:
     """`infeasible_reason` as a categorical (one string per distinct reason; missing where the row
     is feasible) from the code; rows feasible so far whose derived accelerator cannot be built get
-    code `hardware` and the hardware model's own words."""
+    code `hardware` and the hardware model's own words; rows with an input outside its domain
+    (`invalid`: [(column, mask)], dse.schema.domain_violations) get code `domain` naming the column,
+    whatever the model computed for them."""
     code = out["infeasible_code"]
-    texts = list(schema.REASON_TEXT)
+    index = {t: i for i, t in enumerate(schema.REASON_TEXT)}  # reason text -> category
     text_code = np.where(code == 0, -1, code).astype(np.int32)
     if "hw_fits" in work:
         bad = (code == 0) & ~np.asarray(work["hw_fits"], dtype=bool)
         code = np.where(bad, schema.REASON_CODE["hardware"], code).astype(np.int8)
         if bad.any():
             hw_codes, hw_texts = pd.factorize(np.asarray(work["hw_infeasible_reason"], dtype=object)[bad])
-            known = {t: i for i, t in enumerate(texts)}
-            for t in hw_texts:
-                known.setdefault(t, len(known))
-            texts = list(known)
-            text_code[bad] = np.array([known[t] for t in hw_texts])[hw_codes]
-    reason = pd.Categorical.from_codes(text_code, categories=pd.Index(texts, dtype=object))
+            text_code[bad] = np.array([index.setdefault(t, len(index)) for t in hw_texts])[hw_codes]
+    for name, bad in reversed(list(invalid)):  # the first violated column is written last
+        code = np.where(bad, schema.REASON_CODE["domain"], code).astype(np.int8)
+        text_code[bad] = index.setdefault(schema.domain_text(name), len(index))
+    reason = pd.Categorical.from_codes(text_code, categories=pd.Index(list(index), dtype=object))
     out["infeasible_reason"] = reason.remove_unused_categories()
     out["infeasible_code"], out["fits"] = code, code == 0
 
 
+def _invalid(cols: dict, evaluator: str) -> list:
+    """Rows whose explicit inputs are out of domain, plus rows that give neither gpus nor dp."""
+    invalid = schema.domain_violations(cols, evaluator)
+    if "gpus" in cols and np.asarray(cols["gpus"]).dtype.kind == "f":
+        missing = np.isnan(np.asarray(cols["gpus"]))
+        if "dp" in cols and np.asarray(cols["dp"]).dtype.kind in "iuf":
+            missing &= np.isnan(np.asarray(cols["dp"], dtype=float))
+        if missing.any():
+            invalid.insert(0, ("gpus", missing))
+    return invalid
+
+
 def evaluate_training(frame):
     """Add training results to every row of `frame` (DataFrame or mapping of arrays)."""
-    _, work, n = resolved(frame, "training")
-    inputs = training_inputs(work, n)
-    with np.errstate(divide="ignore", invalid="ignore"):  # infeasible rows may divide by zero
+    cols, work, n = resolved(frame, "training")
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
+        inputs = training_inputs(work, n)
         out = blockwise(training_columns, inputs, n)
-    _reasons(work, out)
+    _reasons(work, out, _invalid(cols, "training"))
     out.update(economics.workload_costs(work, out["step_time_s"], out["tokens_per_step"], inputs["gpus"]))
     return pack(frame, out)
 
@@ -150,15 +163,16 @@ def evaluate_training(frame):
 def evaluate_inference(frame):
     """Add inference results to every row of `frame`: one static batch of `batch` sequences of
     `isl` prompt and `osl` output tokens (see dse.perf.inference)."""
-    _, work, n = resolved(frame, "inference")
-    inputs = inference_inputs(work, n)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    cols, work, n = resolved(frame, "inference")
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
+        inputs = inference_inputs(work, n)
         out = blockwise(inference_columns, inputs, n)
-    _reasons(work, out)
+    _reasons(work, out, _invalid(cols, "inference"))
     for phase in ("prefill_bound", "decode_bound"):  # compute / memory / network, as a categorical
         out[phase] = pd.Categorical.from_codes(out[phase], categories=list(BOUNDS))
     # One batch run (prefill + decode of `batch` sequences) is the step, its output tokens the tokens.
-    output_tokens = real(inputs["batch"]).astype(float) * real(inputs["osl"])
+    with np.errstate(invalid="ignore", over="ignore"):
+        output_tokens = real(inputs["batch"]).astype(float) * real(inputs["osl"])
     out.update(economics.workload_costs(work, out["e2e_latency_s"], output_tokens, real(inputs["gpus"]).astype(float)))
     return pack(frame, out)
 

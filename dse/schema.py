@@ -160,6 +160,30 @@ def out_of_domain(name: str, values) -> np.ndarray:
     return bad
 
 
+def domain_violations(cols: dict, evaluator: str) -> list:
+    """[(column, mask)] of the rows whose explicit numeric input lies outside its declared domain.
+    A missing value (NaN) is not a violation: the column's default fills it."""
+    found = []
+    for name, v in cols.items():
+        c = columns().get(name)
+        if c is None or evaluator not in c.evaluators or c.dtype not in ("int", "float") or hasattr(v, "categories"):
+            continue
+        arr = np.asarray(v)
+        if arr.dtype.kind not in "iuf":
+            continue
+        bad = out_of_domain(name, arr)
+        if arr.dtype.kind == "f":
+            bad &= ~np.isnan(arr)
+        if bad.any():
+            found.append((name, bad))
+    return found
+
+
+def domain_text(name: str) -> str:
+    c = columns()[name]
+    return f"{name}: outside its domain {c.domain} ({c.doc})"
+
+
 def check_value(name: str, value) -> None:
     """ConfigError if one scalar (a space's fixed value, a CLI argument) is outside its domain."""
     if name not in columns() or isinstance(value, str):
@@ -195,6 +219,7 @@ REASONS = (
     Reason(12, "out_of_memory", "gpus", "out of memory: weights + gradients + optimizer + activations "
                                         "(or KV cache) exceed the GPU's memory"),
     Reason(13, "hardware", "node", "the technology-derived accelerator cannot be built"),
+    Reason(14, "domain", "", "an input is outside its domain (the reason names the column)"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)
