@@ -167,3 +167,17 @@ def test_sweep_refuses_a_misspelled_column_before_any_work(tmp_path):
                      "axes: {tp: [1, 2, 4, 8]}\n")
     assert main(["sweep", str(space), "--out", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_dse_train_takes_a_framework_and_prints_json(capsys):
+    import json
+    args = ["train", "--model", "gpt3-175b", "--system", "a100-80gb", "--gpus", "64", "--tp", "8", "--pp", "8",
+            "--global-batch", "64", "--json"]
+    assert main(args + ["--framework", "megatron-lm"]) == 0
+    lm = json.loads(capsys.readouterr().out)
+    assert main(args + ["--framework", "megatron-core"]) == 0
+    core = json.loads(capsys.readouterr().out)
+    assert lm["recompute_s"] > 0 == core["recompute_s"]       # Megatron-LM recomputes fully, Megatron-Core not
+    assert lm["fits"] and lm["infeasible_reason"] is None
+    assert main(["train", "--model", "gpt3-175b", "--system", "a100-80gb", "--gpus", "64", "--tp", "0"]) == 2
+    assert capsys.readouterr().err.startswith("dse: error: tp: outside its domain")
