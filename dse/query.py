@@ -20,9 +20,16 @@ def display_columns(path, extra: list[str]) -> list[str]:
     import pyarrow.parquet as pq
     have = pq.read_schema(files[0]).names
     try:
-        axes = list((store.read_manifest(path).get("space", {}).get("content", {}).get("axes") or {}))
+        m = store.read_manifest(path)
     except ConfigError:
-        axes = []
+        m = {}
+    if store.run_kind(m) == "study":   # objectives, then the outer choices, then the mapping
+        content = m["study"].get("content") or {}
+        axes = [o.split(":")[0] for o in m.get("objectives") or []]
+        for part in ("outer", "inner"):
+            axes += list((content.get(part) or {}).get("axes") or {})
+    else:
+        axes = list((m.get("space", {}).get("content", {}).get("axes") or {}))
     cols = [c for c in axes if c in have]
     for c in list(extra) + list(KEY_OUTPUTS):
         if c in have and c not in cols:

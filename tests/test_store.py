@@ -39,7 +39,12 @@ def space_file(tmp_path, d=SPACE, name="space.yaml") -> Path:
 
 
 def snapshot(d: Path) -> dict:
-    return {f.name: f.read_bytes() for f in sorted(d.iterdir())}
+    """Every file of a dataset and of its sidecar: name -> bytes."""
+    out = {f.name: f.read_bytes() for f in sorted(d.iterdir())}
+    side = store.sidecar(d)
+    if side.is_dir():
+        out.update({f"sidecar/{f.name}": f.read_bytes() for f in sorted(side.iterdir())})
+    return out
 
 
 def cli(*args, cwd=None):
@@ -66,7 +71,7 @@ def test_to_arrow_encodings_and_catalog_columns_dropped():
     assert "layers" not in types
     assert pa.types.is_dictionary(types["model"]) and pa.types.is_dictionary(types["recompute"])
     assert pa.types.is_dictionary(types["infeasible_reason"])
-    assert types["tp"] == pa.int8() and types["gpus"] == pa.int8() and types["x"] == pa.int8()
+    assert types["tp"] == pa.int32() and types["gpus"] == pa.int32() and types["x"] == pa.int32()  # never int8 in files
     assert types["toy_score_s"] == pa.float64() and types["fits"] == pa.bool_()
     back = t.to_pandas()
     assert back["recompute"].tolist() == np.asarray(cols["recompute"]).tolist()
@@ -77,7 +82,7 @@ def test_part_files_are_atomic_and_carry_the_manifest(tmp_path):
     sp = Space.from_dict(SPACE)
     manifest, done = store.prepare_output(tmp_path / "r", sp)
     assert done == set()
-    m = json.loads((tmp_path / "r" / "manifest.json").read_text())
+    m = json.loads((tmp_path / "r.dse" / "manifest.json").read_text())  # the sidecar, not the dataset
     for key in ("dse_version", "space", "seed", "packages", "created", "git_revision", "chunk_size"):
         assert key in m
     assert m["space"]["hash"] == sp.hash and m["packages"]["pyarrow"] == pa.__version__
@@ -85,8 +90,9 @@ def test_part_files_are_atomic_and_carry_the_manifest(tmp_path):
     t = store.to_arrow(evaluate_toy(sp.chunk(0, 50)), sp, metadata={store.META_KEY: meta})
     assert store.write_part(tmp_path / "r", 0, t) == 50
     assert store.write_part(tmp_path / "r", 3, None) == 0
-    names = sorted(f.name for f in (tmp_path / "r").iterdir())
-    assert names == ["manifest.json", "part-000000.parquet", "part-000003.empty"]  # no temp files left
+    assert sorted(f.name for f in (tmp_path / "r").iterdir()) == ["part-000000.parquet"]  # Parquet only
+    assert sorted(f.name for f in (tmp_path / "r.dse").iterdir()) == ["manifest.json", "part-000003.empty"]
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["r", "r.dse"]  # no temp files left
     assert store.read_manifest(tmp_path / "r" / "part-000000.parquet")["space"]["hash"] == sp.hash
     assert store.done_chunks(tmp_path / "r") == {0, 3}
     assert len(store.read_results(tmp_path / "r")) == 50
@@ -97,10 +103,10 @@ def test_resume_same_space_and_stale_temp_files(tmp_path):
     out = tmp_path / "r"
     store.prepare_output(out, sp)
     store.write_part(out, 1, store.to_arrow(evaluate_toy(sp.chunk(50, 100)), sp))
-    (out / ".part-000002.parquet.123-abc.tmp").write_bytes(b"half a file")
+    (tmp_path / ".r.part-000002.parquet.123-abc.tmp").write_bytes(b"half a file")
     manifest, done = store.prepare_output(out, sp)  # same hash: resume
     assert done == {1}
-    assert not any(f.name.endswith(".tmp") for f in out.iterdir())
+    assert not any(f.name.endswith(".tmp") for f in tmp_path.iterdir())
 
 
 def test_refuses_another_space_and_keeps_its_files(tmp_path):
@@ -170,8 +176,8 @@ def test_cli_refuses_other_space_directory_and_keeps_results(tmp_path):
     assert snapshot(out) == before
     r = cli("sweep", a, "--out", out, "--jobs", "1")  # same space: resumes, nothing to do
     assert r.returncode == 0 and "already done" in r.stdout
-    assert {k: v for k, v in snapshot(out).items() if k != "manifest.json"} == \
-        {k: v for k, v in before.items() if k != "manifest.json"}
+    assert {k: v for k, v in snapshot(out).items() if k != "sidecar/manifest.json"} == \
+        {k: v for k, v in before.items() if k != "sidecar/manifest.json"}
 
 
 @pytest.mark.parametrize("text, fragment", [

@@ -2,6 +2,7 @@
 
     dse sweep SPACE [--out DIR] [--jobs N] [--backend loky|dask] [--scheduler ADDR] [--overwrite]
     dse pareto RESULTS --objective step_time_s:min --objective mem_per_gpu_bytes:min [--all] [--out FILE]
+        (writes RESULTS.dse/pareto.parquet by default: the sidecar beside the dataset, see dse.store)
     dse top RESULTS --by tokens_per_s [-k 10] [--asc] [--all]
     dse show RESULTS
 
@@ -36,27 +37,21 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_pareto(args) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from dse import store
     from dse.pareto import parse_objectives
     objectives, senses = parse_objectives(args.objective)
+    out = store.check_derived_out(args.out) if args.out else store.default_derived_out(args.results)
+    if not args.out:
+        store.check_derived_out(out)  # a file of the same name that is not ours is never replaced
     df = pareto_rows(args.results, objectives, senses, feasible_only=not args.all)
-    out = Path(args.out) if args.out else (Path(args.results) if Path(args.results).is_dir()
-                                            else Path(args.results).parent) / "pareto.parquet"
-    table = pa.Table.from_pandas(df, preserve_index=False)
     try:
         meta = store.read_manifest(args.results)
     except ConfigError:
         meta = {}
-    meta = dict(meta, pareto={"objectives": objectives, "senses": senses, "feasible_only": not args.all})
-    import json
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                           store.META_KEY: json.dumps(meta, default=str).encode()})
-    tmp = out.with_name(f".{out.name}.tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(out)
+    meta = dict(meta, **{store.PARETO_KEY: {"objectives": objectives, "senses": senses,
+                                            "feasible_only": not args.all, "source": str(args.results)}})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    store.write_table_atomic(out, df, meta)
     print(f"Pareto front of {args.results}: {len(df)} rows "
           f"({', '.join(f'{o} {s}' for o, s in zip(objectives, senses))}) -> {out}")
     _print_table(df[[c for c in display_columns(args.results, objectives) if c in df.columns]], args.limit)
@@ -77,15 +72,27 @@ def cmd_show(args) -> int:
     from dse import store
     path = Path(args.results)
     m = store.read_manifest(path)
-    sp = m.get("space", {})
-    files = store.part_files(path) if path.is_dir() else [path]
-    done = len(store.done_chunks(path)) if path.is_dir() else None
+    files = store.result_files(path)
     print(f"results   {path}")
-    print(f"space     {sp.get('name')}  file={sp.get('file')}  hash={sp.get('hash')}")
-    print(f"          index size {sp.get('size', 0):,}; evaluator {m.get('evaluator')}; seed {m.get('seed')}")
-    if done is not None:
-        state = "complete" if m.get("complete") and done == m.get("n_chunks") else "incomplete (rerun `dse sweep` to resume)"
-        print(f"chunks    {done} of {m.get('n_chunks')} done (chunk size {m.get('chunk_size'):,}); {state}")
+    if store.run_kind(m) == "study":
+        st = m.get("study", {})
+        print(f"study     {st.get('name')}  file={st.get('file')}  hash={st.get('hash')}")
+        print(f"          objectives {', '.join(m.get('objectives') or [])}; sampler {m.get('sampler')}; "
+              f"budget {m.get('budget')}; seed {m.get('seed')}")
+        axes = set()
+        for part in ("outer", "inner"):
+            content = (st.get("content") or {}).get(part) or {}
+            axes |= set(content.get("axes") or {}) | set(content.get("fixed") or {})
+    else:
+        sp = m.get("space", {})
+        d = store.dataset_dir(path) if path.is_dir() else None
+        print(f"space     {sp.get('name')}  file={sp.get('file')}  hash={sp.get('hash')}")
+        print(f"          index size {sp.get('size', 0):,}; evaluator {m.get('evaluator')}; seed {m.get('seed')}")
+        if d is not None:
+            done = len(store.done_chunks(d))
+            state = "complete" if m.get("complete") and done == m.get("n_chunks") else "incomplete (rerun `dse sweep` to resume)"
+            print(f"chunks    {done} of {m.get('n_chunks')} done (chunk size {m.get('chunk_size') or 0:,}); {state}")
+        axes = set((sp.get("content") or {}).get("axes") or {}) | set((sp.get("content") or {}).get("fixed") or {})
     print(f"created   {m.get('created')}  dse {m.get('dse_version')}  git {m.get('git_revision')}")
     pk = m.get("packages", {})
     print("packages  " + ", ".join(f"{k} {v}" for k, v in pk.items()))
@@ -93,7 +100,6 @@ def cmd_show(args) -> int:
         print("rows      0")
         return 0
     schema = pq.read_schema(files[0])
-    axes = set((sp.get("content") or {}).get("axes") or {}) | set((sp.get("content") or {}).get("fixed") or {})
     outputs = [f.name for f in schema if f.name not in axes]
     numeric = [c for c in outputs if pa_is_numeric(schema.field(c).type)]
     rows = feasible = 0
@@ -106,7 +112,7 @@ def cmd_show(args) -> int:
             feasible += int(pc.sum(batch.column("fits")).as_py() or 0)
         for c in numeric:
             mm = pc.min_max(batch.column(c))
-            if mm["min"].as_py() is not None:
+            if mm["min"].as_py() is not None and not (isinstance(mm["min"].as_py(), float) and np.isnan(mm["min"].as_py())):
                 lo[c] = min(lo[c], mm["min"].as_py())
                 hi[c] = max(hi[c], mm["max"].as_py())
     fits = f"; {feasible:,} fit ({feasible / rows:.1%})" if "fits" in schema.names and rows else ""
@@ -149,12 +155,13 @@ def register(sub) -> None:
                    help="replace the dse results --out holds (without it a run of the same space resumes, another space is refused)")
     p.set_defaults(func=cmd_sweep)
 
-    p = sub.add_parser("pareto", help="Pareto front of a results dataset; writes pareto.parquet")
+    p = sub.add_parser("pareto", help="Pareto front of a results dataset; writes RESULTS.dse/pareto.parquet")
     p.add_argument("results", help="results directory (or Parquet file)")
     p.add_argument("--objective", action="append", required=True, metavar="COL:min|max",
                    help="objective column and sense; repeat for each objective")
     p.add_argument("--all", action="store_true", help="include rows that do not fit (default: fits only)")
-    p.add_argument("--out", help="output file (default RESULTS/pareto.parquet)")
+    p.add_argument("--out", help="output file, outside the dataset (default RESULTS.dse/pareto.parquet, beside the "
+                                 "dataset directory so that no dataset glob reads it)")
     p.add_argument("--limit", type=int, default=50, help="rows to print (default 50)")
     p.set_defaults(func=cmd_pareto)
 

@@ -1,5 +1,16 @@
-"""Study results on disk, all written by dse.store: trials/ parts, trials.parquet, pareto.parquet,
-manifest.json; and readers (read_trials, pareto_rows, front_table)."""
+"""Study results on disk, all written by dse.store, and readers (read_trials, pareto_rows, front_table).
+
+Layout of a study's run directory `results/<study>/` (see dse.store for the sweep's)::
+
+    manifest.json, journal.log, .ask.lock     the run (manifest, Optuna journal, ask lock)
+    trials.parquet, pareto.parquet, pareto.png, exhaustive.parquet   derived summaries
+    trials/                                   THE DATASET: part files only, one per asked batch,
+                                              same encodings as a sweep (read it with pandas,
+                                              pyarrow, polars, DuckDB 'results/<study>/trials/**/*.parquet')
+
+`check_out(study, out)` refuses (one line, nothing created) a directory that holds a sweep,
+another study or foreign files; `prepare_out(study, out, manifest)` then creates trials/.
+"""
 from __future__ import annotations
 
 import datetime as _dt
@@ -10,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from dse import store
+from dse.errors import ConfigError
 from dse.study.spec import Study
 from dse.study.storage import redact
 
@@ -46,6 +58,54 @@ def make_manifest(st: Study, out: Path) -> dict:
 
 # ----------------------------------------------------------------------------- results
 
+def check_out(st: Study, out) -> None:
+    """ConfigError (one line; nothing touched) if `out` cannot hold study `st`'s results: it is a
+    file, a sweep's dataset or sidecar, another study's run directory, or holds foreign files."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{p}: exists and is not a directory; give --out a directory path")
+    if not p.is_dir() or not any(p.iterdir()):
+        return
+    if store.is_dataset_dir(p) and p.name != store.STUDY_DATASET or p.name.endswith(store.SIDECAR_SUFFIX) \
+            or (store.sidecar(p) / store.MANIFEST).is_file():
+        try:
+            what = store.read_manifest(p).get("space", {}).get("name")
+        except ConfigError:
+            what = None
+        raise ConfigError(f"{p}: holds a sweep's results{f' (space {what!r})' if what else ''}, not study "
+                          f"'{st.name}'; choose another --out")
+    found = None
+    for f in (p / store.MANIFEST, p / store.STUDY_DATASET / store.MANIFEST):
+        m = store._load_json(f)
+        if m is not None:
+            found = m
+            break
+    if found is None:
+        parts = store.part_files(p / store.STUDY_DATASET) if (p / store.STUDY_DATASET).is_dir() else []
+        if parts:
+            found = store.read_manifest(parts[0])
+    if found is not None:
+        other = (found.get("study") or {}).get("name")
+        if store.run_kind(found) != "study" or other != st.name:
+            raise ConfigError(f"{p}: holds the results of {'study ' + repr(other) if other else 'another run'}, "
+                              f"not study '{st.name}'; choose another --out")
+        return
+    own = {"journal.log", ".ask.lock", store.STUDY_DATASET}
+    if not {f.name for f in p.iterdir()} <= own:
+        raise ConfigError(f"{p}: not empty and holds no dse study; choose another --out")
+
+
+def prepare_out(st: Study, out, manifest: dict | None = None) -> Path:
+    """check_out, then create the dataset directory `out/trials` (and the manifest, when given)."""
+    out = Path(out)
+    check_out(st, out)
+    tdir = out / store.STUDY_DATASET
+    tdir.mkdir(parents=True, exist_ok=True)
+    if manifest is not None and not (out / store.MANIFEST).is_file():
+        store.write_manifest(out / store.MANIFEST, manifest)
+    return tdir
+
+
 def read_trials(out) -> pd.DataFrame:
     """The union of every worker's Parquet rows, one row per trial (the last written), by trial."""
     tdir = Path(out) / "trials"
@@ -81,7 +141,9 @@ def pareto_rows(st: Study, frame: pd.DataFrame) -> pd.DataFrame:
 def write_outputs(st: Study, out: Path, frame: pd.DataFrame, front: pd.DataFrame, manifest: dict,
                   wall_s: float, check: dict | None, side=None) -> None:
     """trials.parquet, pareto.parquet, pareto.png (drawn by `side`, a side worker, when given) and
-    the manifest."""
+    the manifest, all in the run directory, outside the dataset `trials/` (whose manifest, if an
+    earlier version wrote one there, moves out: the dataset holds Parquet parts only)."""
+    (out / store.STUDY_DATASET / store.MANIFEST).unlink(missing_ok=True)
     for name, df in (("trials.parquet", frame), ("pareto.parquet", front)):
         store.write_table_atomic(out / name, df, manifest)
     if len(frame):
