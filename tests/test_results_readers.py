@@ -154,11 +154,7 @@ def test_sweep_into_a_study_directory_is_refused(tmp_path, study_out):
     assert listing(out) == before
 
 
-NEEDS_LOOP = pytest.mark.xfail(strict=True, reason="needs run_study to call dse.study.results.prepare_out(st, out) "
-                               "before anything is created (dse/study/optuna_loop.py; see the lead's notes)")
 
-
-@NEEDS_LOOP
 def test_study_into_a_sweep_directory_is_refused(tmp_path):
     from dse.study import load_study
     from dse.study.results import check_out
@@ -174,7 +170,6 @@ def test_study_into_a_sweep_directory_is_refused(tmp_path):
     assert listing(out) == before and not (out / "trials").exists()
 
 
-@NEEDS_LOOP
 def test_study_into_another_studys_directory_is_refused(tmp_path, study_out):
     import shutil
 
@@ -188,7 +183,6 @@ def test_study_into_another_studys_directory_is_refused(tmp_path, study_out):
     assert listing(out) == before
 
 
-@NEEDS_LOOP
 def test_failed_study_worker_leaves_nothing(tmp_path):
     import yaml
     p = tmp_path / "st.yaml"

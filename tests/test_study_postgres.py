@@ -51,19 +51,22 @@ def test_two_workers_share_one_budget(tmp_path, postgres_url):
         assert pr.returncode == 0, e
     ost = _optuna_study("pg2", postgres_url)
     trials = ost.get_trials()
-    assert len(trials) == 48 and all(t.state == TrialState.COMPLETE for t in trials)
-    assert sorted(t.number for t in trials) == list(range(48))
-    rows = S.read_trials(out)                       # union of both workers' part files, one row per trial
-    assert sorted(rows["trial"]) == list(range(48))
-    from dse.study.optuna_loop import _askers
-    who = _askers(ost)                              # batch records: who asked each trial
-    assert sorted(who) == list(range(48))
+    st = S.load_study(p)
+    designs = {S.design_key(st, t.params) for t in trials}
+    assert len(designs) == 48 and all(t.state == TrialState.COMPLETE for t in trials)  # 48 designs shared
+    firsts = {t.number for t in trials if "repeat_of" not in t.user_attrs["dse_result"]}
+    assert len(firsts) == 48                        # one evaluated trial per design, whoever asked it
+    rows = S.read_trials(out)                       # union of both workers' part files, one row per design
+    assert sorted(rows["trial"]) == sorted(firsts)
+    from dse.study.workers import askers as _askers
+    who = _askers(ost)                              # batch records: who asked each evaluated trial
+    assert set(who) == firsts
     workers = {rec["worker"] for rec in who.values()}
     assert set(rows["worker"]) == workers and len(workers) == 2  # both took part
-    st = S.load_study(p)
     front = S.pareto_rows(st, rows)
-    assert set(front["trial"]) == {t.number for t in ost.best_trials}
     by_number = {t.number: t for t in trials}
+    assert {S.design_key(st, by_number[n].params) for n in front["trial"]} == \
+        {S.design_key(st, t.params) for t in ost.best_trials}
     for _, r in front.iterrows():
         assert np.allclose(by_number[int(r["trial"])].values, r[st.objectives].to_numpy(float))
 
@@ -73,6 +76,7 @@ def test_killed_worker_loses_nothing(tmp_path, postgres_url):
     p = tmp_path / "pgkill.yaml"
     p.write_text(yaml.safe_dump(_space("pgkill"), sort_keys=False))
     out = tmp_path / "res"
+    st = S.load_study(p)
     pr = _worker(p, postgres_url, out, 24, env_extra={"DSE_STUDY_PAUSE_S": "30"})
     deadline = time.time() + 60
     running = []
@@ -82,19 +86,24 @@ def test_killed_worker_loses_nothing(tmp_path, postgres_url):
                        if t.state == TrialState.RUNNING]
         except KeyError:
             running = []
-        if len(running) == 8:              # the whole batch asked; the worker now pauses 30 s
+        if len({S.design_key(st, t.params) for t in running}) == 8:   # the whole batch asked; it pauses 30 s
             break
         time.sleep(0.3)
     assert running, "the worker never asked a batch"
     pr.send_signal(signal.SIGKILL)                 # mid-batch: trials asked, nothing told
     pr.communicate(timeout=30)
-    assert len(running) == 8
+    firsts = {}                                    # the evaluated trial of each design: its first
+    for t in sorted(running, key=lambda t: t.number):
+        firsts.setdefault(S.design_key(st, t.params), t.number)
+    assert len(firsts) == 8
     pr2 = _worker(p, postgres_url, out, 24)
     o, e = pr2.communicate(timeout=120)
     assert pr2.returncode == 0, e
     trials = _optuna_study("pgkill", postgres_url).get_trials()
-    assert len(trials) == 24 and all(t.state == TrialState.COMPLETE for t in trials)
-    from dse.study.optuna_loop import _askers
+    assert len({S.design_key(st, t.params) for t in trials}) == 24
+    assert all(t.state == TrialState.COMPLETE for t in trials)          # repeats of the orphans told too
+    from dse.study.workers import askers as _askers
     who = _askers(_optuna_study("pgkill", postgres_url))
-    assert all(t.number in who[t.number]["adopted"] for t in running)
-    assert sorted(S.read_trials(out)["trial"]) == list(range(24))
+    assert all(n in who[n]["adopted"] for n in firsts.values())
+    rows = S.read_trials(out)
+    assert len(rows) == 24 and len(S.pareto_rows(st, rows)) >= 1

@@ -4,7 +4,7 @@
         run or resume a study in this process (default storage: results/<study>/journal.log),
         then print the Pareto front and write trials.parquet, pareto.parquet, pareto.png, manifest.json
     dse study worker STUDY --storage postgresql+psycopg://user@host:port/db [--budget N] [--seed S]
-        join a shared study: any number of workers on any machines, together making `budget` trials
+        join a shared study: any number of workers on any machines, together evaluating `budget` designs
     dse study show STUDY [--out DIR] [--rows N]
         print the Pareto front from the Parquet rows of every worker
 """
@@ -23,7 +23,7 @@ def register(sub) -> None:
                       ("worker", "join a shared study (PostgreSQL storage)")):
         q = ss.add_parser(name, help=hlp)
         q.add_argument("study", help="study file (studies/*.yaml) or its name")
-        q.add_argument("--budget", type=int, default=None, help="outer trials in total (default: the file's)")
+        q.add_argument("--budget", type=int, default=None, help="distinct designs (outer points) to evaluate, all workers together (default: the file's)")
         q.add_argument("--storage", default=None, required=(name == "worker"),
                        help="Optuna storage URL, e.g. postgresql+psycopg://user@host:5432/db")
         q.add_argument("--out", default=None, help="results directory (default results/<study>)")
@@ -43,7 +43,7 @@ def register(sub) -> None:
 def _run(args) -> int:
     from dse import study as S
     if args.budget is not None and args.budget < 1:
-        raise ConfigError(f"--budget {args.budget}: give a positive number of trials")
+        raise ConfigError(f"--budget {args.budget}: give a positive number of designs")
     res = S.run_study(args.study, budget=args.budget, storage=args.storage, out=args.out,
                       worker=args.worker, seed=args.seed,
                       exhaustive_check=getattr(args, "exhaustive_check", False),
@@ -53,8 +53,10 @@ def _run(args) -> int:
     if not args.quiet:
         print(f"Pareto front of {st.name} ({', '.join(f'{c}:{s}' for c, s in zip(st.objectives, st.senses))}):")
         print(S.front_table(st, res.front))
-    print(f"{st.name}: {len(res.trials)} trials in results ({res.evaluated_here} evaluated now, {feas} feasible), "
-          f"{len(res.front)} on the front, {res.wall_s:.1f} s -> {res.out}/")
+    repeats = res.n_trials - res.n_designs
+    print(f"{st.name}: {res.n_designs} designs in results ({res.evaluated_here} evaluated now, {feas} feasible; "
+          f"{res.n_trials} Optuna trials, {repeats} of them repeats told stored values), "
+          f"{len(res.front)} designs on the front, {res.wall_s:.1f} s -> {res.out}/")
     if res.check:
         c = res.check
         print(f"exhaustive check: hypervolume ratio {c['hypervolume_ratio']:.4f} (study / true front, common "
@@ -72,7 +74,7 @@ def _show(args) -> int:
         raise ConfigError(f"{out}: no study results here; run `dse study run {args.study}` first")
     frame = S.read_trials(out)
     front = S.pareto_rows(st, frame)
-    print(f"Pareto front of {st.name}: {len(front)} of {len(frame)} trials "
-          f"({int(frame['feasible'].astype(bool).sum()) if len(frame) else 0} feasible)")
+    print(f"Pareto front of {st.name}: {len(front)} of {len(frame)} designs "
+          f"({int(frame['feasible'].astype(bool).sum()) if len(frame) else 0} feasible; a design is a distinct outer point)")
     print(S.front_table(st, front, max_rows=args.rows))
     return 0

@@ -114,8 +114,6 @@ def outer_columns_from_params(st: Study, params_list: list[dict]) -> dict:
         cols[k] = np.full(n, v, dtype=object if isinstance(v, str) else None)
     for pname, col, kind, vals in st.params:
         raw = [p.get(pname) for p in params_list]
-        if kind == "log2":
-            raw = [None if r is None else 1 << int(r) for r in raw]
         if any(r is None for r in raw):
             raise ConfigError(f"{st.source}: a trial lacks parameter '{pname}'; the storage holds another study")
         cols[col] = np.asarray(raw, dtype=object if isinstance(vals[0], str) else None)

@@ -48,7 +48,8 @@ def plot_front(st: Study, frame: pd.DataFrame, front: pd.DataFrame, path: Path, 
                         staircase=len(pairs) == 1)
     for ax in list(axes.flat)[len(pairs):]:
         ax.set_visible(False)
-    fig.suptitle(f"{st.name}: {len(frame)} outer trials, {int(feas.sum())} feasible, sampler {st.sampler}", fontsize=11)
+    fig.suptitle(f"{st.name}: {len(frame)} designs (distinct outer points), {int(feas.sum())} feasible, "
+                 f"sampler {st.sampler}", fontsize=11)
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
     fig.savefig(tmp)
@@ -63,7 +64,7 @@ def _single_objective_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFr
     ax.scatter(x[~feas], y[~feas], s=14, marker="x", c="#999999", label="infeasible trials")
     if len(front):
         ax.scatter(front["trial"], front[c], s=60, c="#d62728", label="best")
-    ax.set_xlabel("trial number")
+    ax.set_xlabel("trial number (one per design)")
     ax.set_ylabel(label(c))
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8, loc="best")
@@ -88,7 +89,7 @@ def _pair_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: n
         if staircase:
             ax.plot(fr[cx], fr[cy], "-", c="#d62728", lw=1.2, drawstyle="steps-post")
         ax.scatter(fr[cx], fr[cy], s=46, c="#d62728", edgecolors="black", linewidths=0.5, zorder=3,
-                   label=f"Pareto front ({len(fr)} trials, {len(fr[list(st.objectives)].drop_duplicates())} distinct points)")
+                   label=f"Pareto front ({len(fr)} designs)")
     for arr, setter in ((x[feas | inf], ax.set_xscale), (y[feas | inf], ax.set_yscale)):
         a = arr[np.isfinite(arr) & (arr > 0)]
         if len(a) and a.max() / max(a.min(), 1e-300) > 30:

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from dse.errors import ConfigError
-from dse.space import (Ctx, Expr, Space, as_int, catalog_names, check_columns, check_keys, parse_axis, parse_constraints, parse_spec,
+from dse.space import (Ctx, Expr, Space, as_int, check_columns, check_keys, parse_axis, parse_constraints, parse_spec,
                        read_yaml)
 
 TOP_KEYS = ("name", "description", "workload", "outer", "inner", "objectives", "constraints",
-            "sampler", "budget", "batch_size", "seed", "storage", "stale_after_s")
+            "sampler", "sampler_options", "budget", "batch_size", "seed", "storage", "stale_after_s")
 WORKLOAD_KEYS = ("kind", "model", "train_tokens", "serve_tokens", "fixed")
 SUB_KEYS = ("fixed", "axes", "constraints")
 SAMPLERS = ("nsga2", "tpe", "gp", "random")
@@ -42,6 +42,7 @@ class Study:
     senses: list                    # "min" / "max"
     constraints: list               # expression strings
     sampler: str = "nsga2"
+    sampler_options: dict = field(default_factory=dict)   # keyword arguments of the Optuna sampler
     budget: int = 64
     batch_size: int = 16
     seed: int = 0
@@ -179,12 +180,13 @@ def load_study(path_or_mapping, budget: int | None = None, storage: str | None =
                 raise ctx.error(f"constraints[{i}]", f"unknown column '{nm}' in {c!r}; use output, hardware "
                                                      "or input columns (e.g. tdp_w, mem_per_gpu_bytes, gpus)")
     sampler, bs, bud, seed, stale, sto = _settings(ctx, raw)
+    sopts = _sampler_options(ctx, sampler, raw.get("sampler_options"))
     desc = raw.get("description", "") or ""
     canonical = {"workload": dict(wl), "outer": outer, "inner": inner,
                  "objectives": [{n: s} for n, s in zip(names, senses)], "constraints": list(cons), "name": name}
     digest = hashlib.sha256(json.dumps(canonical, sort_keys=True, default=str).encode()).hexdigest()
     st = Study(name=name, source=src, kind=kind, workload_fixed=fixed, outer=outer, inner=inner,
-               objectives=names, senses=senses, constraints=list(cons), sampler=sampler, budget=bud,
+               objectives=names, senses=senses, constraints=list(cons), sampler=sampler, sampler_options=sopts, budget=bud,
                batch_size=bs, seed=seed, storage=sto, stale_after_s=float(stale), description=str(desc),
                hash=digest, canonical=canonical)
     _build(st, ctx)
@@ -246,6 +248,27 @@ def _settings(ctx: Ctx, raw: Mapping) -> tuple:
     return sampler, bs, bud, seed, float(stale), sto
 
 
+SAMPLER_OPTIONS = {  # keyword arguments a study file may give each sampler (seed is the study's)
+    "tpe": ("n_startup_trials", "n_ei_candidates", "multivariate", "group", "constant_liar", "consider_endpoints",
+            "prior_weight", "consider_magic_clip", "warn_independent_sampling"),
+    "nsga2": ("population_size", "mutation_prob", "crossover_prob", "swapping_prob"),
+    "gp": ("n_startup_trials", "deterministic_objective"),
+    "random": (),
+}
+
+
+def _sampler_options(ctx: Ctx, sampler: str, raw) -> dict:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ctx.error("sampler_options", f"expected a mapping of {sampler} sampler settings")
+    check_keys(ctx, "sampler_options", raw, SAMPLER_OPTIONS[sampler])
+    for k, v in raw.items():
+        if not isinstance(v, (bool, int, float)):
+            raise ctx.error(f"sampler_options.{k}", f"expected a number or true/false, got {v!r}")
+    return dict(raw)
+
+
 def _apply_overrides(st: Study, budget, storage) -> Study:
     if budget is not None:
         st.budget = int(budget)
@@ -277,9 +300,7 @@ def _build(st: Study, ctx: Ctx) -> None:
             vals = list(ax.values)
             if ax.kind == "range" and len(vals) > 1:
                 st.params.append((ax.name, ax.name, "int", vals))
-            elif ax.kind == "pow2" and len(vals) > 1:
-                st.params.append((f"log2_{ax.name}", ax.name, "log2", vals))
-            else:
+            else:  # values and pow2: a categorical over the listed values, named as the axis (see dse.study)
                 st.params.append((ax.name, ax.name, "cat", vals))
         elif ax.kind == "derive":
             st.derived_outer.append((ax.name, Expr(ax.exprs[0], ctx, f"outer.axes.{ax.name}.derive"), ax.real))
