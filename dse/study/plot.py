@@ -18,6 +18,9 @@ LABELS = {"time_to_train_days": "time to train (days)", "time_to_train_s": "time
           "mem_per_gpu_bytes": "memory per GPU (bytes)", "mfu": "MFU (fraction)", "tdp_w": "TDP per GPU (W)"}
 
 
+LOG_AXIS_SPAN = 4.0
+
+
 def label(col: str) -> str:
     if col in LABELS:
         return LABELS[col]
@@ -92,7 +95,9 @@ def _pair_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: n
                    label=f"Pareto front ({len(fr)} designs)")
     for arr, setter in ((x[feas | inf], ax.set_xscale), (y[feas | inf], ax.set_yscale)):
         a = arr[np.isfinite(arr) & (arr > 0)]
-        if len(a) and a.max() / max(a.min(), 1e-300) > 30:
+        # log where the values span more than ~4x: dominated outliers would otherwise squash the
+        # front into a corner of a linear axis
+        if len(a) and a.max() / max(a.min(), 1e-300) > LOG_AXIS_SPAN:
             setter("log")
     for axis in ("x", "y"):  # large linear values (dollars) in scientific notation, not run together
         if getattr(ax, f"get_{axis}scale")() == "linear":
