@@ -65,7 +65,7 @@ class Layer:
         operand = L.GEMM_OPERAND_BYTES[precision]
         dense, moe = L.layer_shares(m)
         hidden_split = np.where(w["sp"], tp, 1.0)
-        backward = np.where(flash, K["flash_backward_factor"], K["unfused_backward_factor"])
+        backward = np.where(flash, np.float32(K["flash_backward_factor"]), np.float32(K["unfused_backward_factor"]))
         ops = L.projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
         if np.any(m.is_moe):
             ops += L.moe_ops(m, s, operand, moe, w["moe_imbalance"])
