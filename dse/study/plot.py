@@ -9,25 +9,14 @@ import pandas as pd
 
 from dse.study.spec import Study
 
-UNITS = {"_days": "days", "_usd": "USD", "_s": "s", "_bytes": "bytes", "_j": "J", "_w": "W",
-         "_per_s": "1/s", "_mm2": "mm²"}
-LABELS = {"time_to_train_days": "time to train (days)", "time_to_train_s": "time to train (s)",
-          "cost_per_run_usd": "cost per run (USD)", "cost_per_million_tokens_usd": "cost per million tokens (USD)",
-          "tokens_per_s": "training throughput (tokens/s)", "output_tokens_per_s": "output tokens/s",
-          "step_time_s": "step time (s)", "system_capex_usd": "system capex (USD)", "energy_j": "energy per step (J)",
-          "mem_per_gpu_bytes": "memory per GPU (bytes)", "mfu": "MFU (fraction)", "tdp_w": "TDP per GPU (W)"}
-
-
-LOG_AXIS_SPAN = 4.0
-
-
 def label(col: str) -> str:
-    if col in LABELS:
-        return LABELS[col]
-    for suf, unit in sorted(UNITS.items(), key=lambda kv: -len(kv[0])):
-        if col.endswith(suf):
-            return f"{col[: -len(suf)].replace('_', ' ')} ({unit})"
-    return col.replace("_", " ")
+    """Axis label from the column schema: its doc and its unit (dse list columns)."""
+    from dse import schema
+    c = schema.columns().get(col)
+    if c is None:
+        return col.replace("_", " ")
+    unit = "" if c.unit in ("", "1") else f" ({c.unit})"
+    return c.doc.split(";")[0].split(" (")[0] + unit
 
 
 def plot_front(st: Study, frame: pd.DataFrame, front: pd.DataFrame, path: Path, true_front: pd.DataFrame | None = None) -> None:
