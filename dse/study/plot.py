@@ -9,6 +9,9 @@ import pandas as pd
 
 from dse.study.spec import Study
 
+LOG_AXIS_SPAN = 4.0  # an axis whose values span more than this ratio is drawn in log scale
+
+
 def label(col: str) -> str:
     """Axis label from the column schema: its doc and its unit (dse list columns)."""
     from dse import schema
