@@ -91,7 +91,7 @@ def test_part_files_are_atomic_and_carry_the_manifest(tmp_path):
     assert store.write_part(tmp_path / "r", 0, t) == 50
     assert store.write_part(tmp_path / "r", 3, None) == 0
     assert sorted(f.name for f in (tmp_path / "r").iterdir()) == ["part-000000.parquet"]  # Parquet only
-    assert sorted(f.name for f in (tmp_path / "r.dse").iterdir()) == ["manifest.json", "part-000003.empty"]
+    assert sorted(f.name for f in (tmp_path / "r.dse").iterdir()) == ["manifest.json", "part-000000.ok", "part-000003.empty"]  # the receipt of part 0
     assert sorted(f.name for f in tmp_path.iterdir()) == ["r", "r.dse"]  # no temp files left
     assert store.read_manifest(tmp_path / "r" / "part-000000.parquet")["space"]["hash"] == sp.hash
     assert store.done_chunks(tmp_path / "r") == {0, 3}

@@ -43,7 +43,57 @@ write_manifest(path, dict), git_revision(), package_versions().
 """
 from __future__ import annotations
 
-from dse.store.manifest import COMPRESSION, MANIFEST, META_KEY, PART_RE, SIDECAR_SUFFIX, STUDY_DATASET, _OWN_SIDECAR, _has_parts, _is_study_run, _load_json, _manifest_file, dataset_dir, git_revision, make_manifest, package_versions, read_manifest, run_kind, sidecar, write_manifest  # noqa: F401
-from dse.store.layout import _migrate_legacy, _remove_own_files, _temp_files, check_output, done_chunks, finish, part_files, prepare_output  # noqa: F401
-from dse.store.parquet import PARETO_KEY, _catalog_columns, _small_int, _temp_path, _to_arrow_array, check_derived_out, default_derived_out, is_dataset_dir, to_arrow, widen_ints, write_part, write_table_atomic  # noqa: F401
-from dse.store.read import _check_columns, _schema, count_rows, iter_batches, read_results, result_files, take_rows  # noqa: F401
+from dse.store.layout import (  # noqa: F401
+    _migrate_legacy,
+    _remove_own_files,
+    _temp_files,
+    check_output,
+    done_chunks,
+    finish,
+    part_files,
+    prepare_output,
+)
+from dse.store.manifest import (  # noqa: F401
+    _OWN_SIDECAR,
+    COMPRESSION,
+    MANIFEST,
+    META_KEY,
+    PART_RE,
+    SIDECAR_SUFFIX,
+    STUDY_DATASET,
+    _has_parts,
+    _is_study_run,
+    _load_json,
+    _manifest_file,
+    dataset_dir,
+    git_revision,
+    make_manifest,
+    package_versions,
+    read_manifest,
+    run_kind,
+    sidecar,
+    write_manifest,
+)
+from dse.store.parquet import (  # noqa: F401
+    PARETO_KEY,
+    _catalog_columns,
+    _small_int,
+    _temp_path,
+    _to_arrow_array,
+    check_derived_out,
+    default_derived_out,
+    is_dataset_dir,
+    to_arrow,
+    widen_ints,
+    write_part,
+    write_table_atomic,
+)
+from dse.store.read import (  # noqa: F401
+    _check_columns,
+    _schema,
+    count_rows,
+    iter_batches,
+    read_results,
+    result_files,
+    take_rows,
+)

@@ -5,10 +5,23 @@ import datetime as _dt
 import os
 from pathlib import Path
 
-
 from dse.errors import ConfigError
-from dse.store.manifest import MANIFEST, PART_RE, SIDECAR_SUFFIX, _OWN_SIDECAR, _has_parts, _is_study_run, _load_json, _manifest_file, make_manifest, read_manifest, run_kind, sidecar, write_manifest
-
+from dse.store.verify import torn_parts
+from dse.store.manifest import (
+    _OWN_SIDECAR,
+    MANIFEST,
+    PART_RE,
+    SIDECAR_SUFFIX,
+    _has_parts,
+    _is_study_run,
+    _load_json,
+    _manifest_file,
+    make_manifest,
+    read_manifest,
+    run_kind,
+    sidecar,
+    write_manifest,
+)
 
 # ----------------------------------------------------------------------------- directory lifecycle
 
@@ -43,6 +56,9 @@ def _temp_files(p: Path) -> list[Path]:
 def _remove_own_files(p: Path, only_temp: bool = False) -> None:
     for f in _temp_files(p):
         f.unlink(missing_ok=True)
+    if sidecar(p).is_dir():  # half-written receipts
+        for f in sidecar(p).glob(".part-*.ok.*.tmp"):
+            f.unlink(missing_ok=True)
     if only_temp:
         return
     for d, own in ((p, PART_RE), (sidecar(p), _OWN_SIDECAR)):
@@ -108,6 +124,8 @@ def prepare_output(path, space, overwrite: bool = False, chunk_size: int | None 
         _remove_own_files(p, only_temp=True)  # a killed run's half-written temp files
         if p.is_dir():
             _migrate_legacy(p)
+            for part in torn_parts(part_files(p)):  # truncated, emptied or overwritten: redo its chunk
+                part.unlink(missing_ok=True)
         if not (sidecar(p) / MANIFEST).is_file():   # a copied dataset: manifest from its parts
             sidecar(p).mkdir(parents=True, exist_ok=True)
             write_manifest(sidecar(p) / MANIFEST, old)

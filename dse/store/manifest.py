@@ -16,14 +16,13 @@ import pyarrow.parquet as pq
 
 from dse.errors import ConfigError
 
-
 MANIFEST = "manifest.json"         # in the sidecar (legacy: inside the dataset)
 SIDECAR_SUFFIX = ".dse"
 STUDY_DATASET = "trials"           # a study run directory's dataset subdirectory
 META_KEY = b"dse.manifest"
 PART_RE = re.compile(r"^part-(\d{6,})\.(parquet|empty)$")
 COMPRESSION = "zstd"
-_OWN_SIDECAR = re.compile(r"^(part-\d{6,}\.empty|manifest\.json|\.manifest\.json\..*\.tmp|pareto\.parquet)$")
+_OWN_SIDECAR = re.compile(r"^(part-\d{6,}\.(empty|ok)|\.part-\d{6,}\.ok\..*\.tmp|manifest\.json|\.manifest\.json\..*\.tmp|pareto\.parquet)$")
 
 
 # ----------------------------------------------------------------------------- manifest

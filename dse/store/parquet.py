@@ -13,8 +13,20 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dse.errors import ConfigError
-from dse.store.manifest import COMPRESSION, MANIFEST, META_KEY, PART_RE, SIDECAR_SUFFIX, STUDY_DATASET, _has_parts, _is_study_run, dataset_dir, read_manifest, sidecar
-
+from dse.store.verify import write_receipt
+from dse.store.manifest import (
+    COMPRESSION,
+    MANIFEST,
+    META_KEY,
+    PART_RE,
+    SIDECAR_SUFFIX,
+    STUDY_DATASET,
+    _has_parts,
+    _is_study_run,
+    dataset_dir,
+    read_manifest,
+    sidecar,
+)
 
 # ----------------------------------------------------------------------------- writing
 
@@ -95,6 +107,7 @@ def write_part(path, chunk_id: int, table: pa.Table | None) -> int:
                      if pa.types.is_dictionary(f.type) or pa.types.is_integer(f.type) or pa.types.is_boolean(f.type)]
         pq.write_table(table, tmp, compression=COMPRESSION, row_group_size=1 << 20,
                        use_dictionary=dict_cols or False)
+        write_receipt(p, chunk_id, tmp, table.num_rows)  # before the rename: no part without its receipt
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)

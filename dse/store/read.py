@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dse.errors import ConfigError
-from dse.store.manifest import _manifest_file, dataset_dir
 from dse.store.layout import part_files
-
+from dse.store.verify import check_parts
+from dse.store.manifest import _manifest_file, dataset_dir
 
 # ----------------------------------------------------------------------------- reading
 
@@ -27,6 +27,7 @@ def result_files(path) -> list[Path]:
     files = part_files(d)
     if not files and _manifest_file(d) is None:
         raise ConfigError(f"{p}: not a dse results directory (no manifest, no part files)")
+    check_parts(files)
     return files
 
 
