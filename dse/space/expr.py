@@ -91,12 +91,18 @@ class Expr:
             return self._eval(self.tree, env)
 
     def _eval(self, node, env):
+        """Evaluate over numpy arrays; numbers never become unbounded Python integers or strings."""
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
             return CONSTS[node.id] if node.id in CONSTS else env[node.id]
         if isinstance(node, ast.BinOp):
             a, b = self._eval(node.left, env), self._eval(node.right, env)
+            if isinstance(a, str) or isinstance(b, str):
+                return _string_op(node.op, a, b)
+            if isinstance(node.op, ast.Pow):  # in floating point: 9**9**9 overflows to inf at once
+                r = np.power(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+                return r.item() if np.ndim(r) == 0 else r
             if isinstance(node.op, ast.Div):
                 return np.true_divide(a, b)
             if isinstance(node.op, (ast.FloorDiv, ast.Mod)):  # integer semantics, 0 divisor -> invalid
@@ -142,3 +148,13 @@ def eval_checked(ex: Expr, env: dict, ctx: Ctx, path: str):
         return ex(env)
     except (TypeError, ValueError, KeyError, ZeroDivisionError) as exc:
         raise ctx.error(path, f"cannot evaluate {ex.text!r}: {exc}") from None
+
+
+MAX_STRING = 1000  # characters an expression may build
+
+
+def _string_op(op, a, b):
+    """Strings only concatenate, and only to a bounded length (no "a" * 10**10)."""
+    if isinstance(op, ast.Add) and isinstance(a, str) and isinstance(b, str) and len(a) + len(b) <= MAX_STRING:
+        return a + b
+    raise TypeError(f"unsupported string operation {type(op).__name__} on {str(a)[:20]!r}, {str(b)[:20]!r}")

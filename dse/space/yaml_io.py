@@ -9,12 +9,23 @@ from dse.space.enumerate import Space, canonical
 from dse.space.spec import parse_spec
 
 
+MAX_FILE_BYTES = 1 << 20  # a space or study file is a page of text, never megabytes
+
+
 def read_yaml(path: Path, kind: str):
     """The parsed content of a YAML space or study file; a syntax error is a ConfigError with
     its line and column."""
     import yaml
     try:
-        return yaml.safe_load(Path(path).read_text())
+        text = Path(path).read_text()
+        if len(text) > MAX_FILE_BYTES:
+            raise ConfigError(f"{path}: {len(text):,} bytes is too large for a {kind} file (limit {MAX_FILE_BYTES:,})")
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):  # before anything is built
+            if isinstance(event, yaml.AliasEvent):
+                mark = event.start_mark
+                raise ConfigError(f"{path}: line {mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed in a "
+                                  f"{kind} file (they can expand without bound); write the values out")
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -13,6 +13,31 @@ from pathlib import Path
 from dse.errors import ConfigError
 from dse.study.spec import Study
 
+def check_journal(path: Path, study_name: str) -> None:
+    """ConfigError unless `path` is absent, empty, or an Optuna journal holding this study: a study
+    never appends to a user's other file or to another study's journal."""
+    import json
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise ConfigError(f"storage: {path} is not a file; give journal:PATH of a journal file")
+    names, first = set(), True
+    with open(path, "rb") as fh:
+        for line in fh:
+            try:
+                op = json.loads(line)
+            except ValueError:
+                op = None
+            if first and not (isinstance(op, dict) and "op_code" in op):
+                raise ConfigError(f"storage: {path} exists and is not an Optuna journal; choose another path")
+            first = False
+            if isinstance(op, dict) and "study_name" in op:
+                names.add(op["study_name"])
+    if names and study_name not in names:
+        raise ConfigError(f"storage: {path} is the journal of {', '.join(sorted(names))}, not of '{study_name}'; "
+                          "choose another path")
+
+
 def redact(url: str | None) -> str | None:
     if not url or "@" not in url or "://" not in url:
         return url
@@ -38,6 +63,7 @@ def open_storage(st: Study, out: Path):
         from dse.study.journal import JournalFile
         path = Path(url.split(":", 1)[1]) if url and url.startswith("journal:") else \
             Path(url) if url else out / "journal.log"
+        check_journal(path, st.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         storage = JournalStorage(JournalFile(path))
         lockfile = path.parent / ".ask.lock"
