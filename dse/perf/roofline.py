@@ -49,30 +49,21 @@ def gemm_efficiency(m, n, k, eff_max, half_dim):
 def gemm_time_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
                 eff_max, half_dim, memory_efficiency):
     """Roofline time of `count` GEMMs (m x k) @ (k x n). Zero-sized GEMMs take zero time."""
-    compute = gemm_flops(m, n, k, count) / (peak_flops_per_s * gemm_efficiency(m, n, k, eff_max, half_dim))
-    memory = gemm_bytes(m, n, k, operand_bytes, count) / (memory_bandwidth_bytes_per_s * memory_efficiency)
-    return np.where(m * n * k * count > 0, np.maximum(compute, memory), 0.0)
+    compute, memory = gemm_compute_memory_s(m, n, k, count, operand_bytes, peak_flops_per_s,
+                                            memory_bandwidth_bytes_per_s, eff_max, half_dim, memory_efficiency)
+    return np.maximum(compute, memory)
 
 
 def gemm_is_compute_bound(m, n, k, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
                           eff_max, half_dim, memory_efficiency):
-    compute = gemm_flops(m, n, k) / (peak_flops_per_s * gemm_efficiency(m, n, k, eff_max, half_dim))
-    memory = gemm_bytes(m, n, k, operand_bytes) / (memory_bandwidth_bytes_per_s * memory_efficiency)
+    compute, memory = gemm_compute_memory_s(m, n, k, 1.0, operand_bytes, peak_flops_per_s,
+                                            memory_bandwidth_bytes_per_s, eff_max, half_dim, memory_efficiency)
     return compute >= memory
 
 
 def stream_time_s(bytes_moved, memory_bandwidth_bytes_per_s, memory_efficiency):
     """A memory-bound kernel (norm, softmax, activation, dropout, residual, optimizer)."""
     return bytes_moved / (memory_bandwidth_bytes_per_s * memory_efficiency)
-
-
-def fused_attention_time_s(flops, bytes_moved, peak_flops_per_s, memory_bandwidth_bytes_per_s,
-                           eff_max, memory_efficiency):
-    """FlashAttention: HBM load of Q, K, V, tile GEMMs on chip, HBM store of O (roofline of the
-    fused kernel: its tiles are large, so the large-GEMM efficiency applies)."""
-    compute = flops / (peak_flops_per_s * eff_max)
-    memory = bytes_moved / (memory_bandwidth_bytes_per_s * memory_efficiency)
-    return np.maximum(compute, memory)
 
 
 def gemm_compute_memory_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,

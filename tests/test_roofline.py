@@ -1,0 +1,255 @@
+"""dse.perf.roofline (time of a GEMM or a memory-bound kernel) and dse.perf.layer (the op inventory):
+roofline relationships and the published FLOP counts of a transformer layer (REFERENCES.md)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dse import resolve
+from dse.perf import layer, roofline
+from dse.perf.layer import Op, Shape
+from dse.perf.roofline import Rates
+from dse.workload import Model
+
+PROPERTY = settings(max_examples=30, deadline=None, derandomize=True)
+
+PEAK, BW = 1e15, 3e12            # FLOP/s, bytes/s
+EFF_MAX, HALF, MEM_EFF = 0.8, 128.0, 0.9
+
+
+def model(**kw) -> Model:
+    """A model from its dimensions (schema defaults for the rest), as float64 arrays of one row."""
+    cols = {k: np.array([float(v)]) for k, v in kw.items()}
+    resolve.model(cols)
+    return Model({k: np.asarray(v, dtype=float) for k, v in cols.items()})
+
+
+def gpt(b_h=4096, heads=32, **kw):
+    # GPT as Narayanan / Korthikanti count it: MHA, 4h GeLU MLP (the schema defaults)
+    return model(layers=1, hidden=b_h, heads=heads, vocab=51200, **kw)
+
+
+def rates(peak_gemm=PEAK, peak_bf16=PEAK, bw=BW):
+    return Rates(peak_gemm=peak_gemm, peak_bf16=peak_bf16, bandwidth=bw, memory_efficiency=MEM_EFF,
+                 gemm_efficiency_max=EFF_MAX, gemm_half_dim=HALF, attention_efficiency=0.6)
+
+
+# ---- roofline --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("m,n,k,count,ob", [(4096, 4096, 4096, 1, 2.0), (1, 4096, 4096, 1, 2.0),
+                                            (8, 128, 28672, 3, 1.0), (16384, 512, 64, 96, 2.0)])
+def test_gemm_time_is_the_max_of_compute_and_memory(m, n, k, count, ob):
+    d = min(m, n, k)
+    efficiency = EFF_MAX * d / (d + HALF)
+    compute = 2.0 * m * n * k * count / (PEAK * efficiency)
+    memory = ((m * k + k * n) * ob + m * n * roofline.OUTPUT_BYTES) * count / (BW * MEM_EFF)
+    t = roofline.gemm_time_s(m, n, k, count, ob, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    assert t == pytest.approx(max(compute, memory), rel=1e-12)
+    c, mem = roofline.gemm_compute_memory_s(m, n, k, count, ob, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    assert (c, mem) == (pytest.approx(compute, rel=1e-12), pytest.approx(memory, rel=1e-12))
+    assert roofline.gemm_is_compute_bound(m, n, k, ob, PEAK, BW, EFF_MAX, HALF, MEM_EFF) == (compute >= memory)
+
+
+def test_gemm_output_is_written_in_16_bit():
+    assert roofline.OUTPUT_BYTES == 2.0
+
+
+def test_efficiency_is_half_of_max_at_the_half_dimension_and_saturates():
+    assert roofline.gemm_efficiency(HALF, 1e6, 1e6, EFF_MAX, HALF) == pytest.approx(EFF_MAX / 2)
+    assert roofline.gemm_efficiency(1e9, 1e9, 1e9, EFF_MAX, HALF) == pytest.approx(EFF_MAX, rel=1e-6)
+    # the smallest side sets it, whichever it is
+    for shape in [(64, 8192, 8192), (8192, 64, 8192), (8192, 8192, 64)]:
+        assert roofline.gemm_efficiency(*shape, EFF_MAX, HALF) == pytest.approx(EFF_MAX * 64 / (64 + HALF))
+
+
+def test_decode_gemm_is_memory_bound_and_large_square_gemm_compute_bound():
+    assert not roofline.gemm_is_compute_bound(1, 8192, 8192, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    assert roofline.gemm_is_compute_bound(8192, 8192, 8192, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+
+
+@pytest.mark.parametrize("shape", [(0, 4096, 4096, 1), (4096, 0, 4096, 1), (4096, 4096, 0, 1), (4096, 4096, 4096, 0)])
+def test_zero_size_gemm_costs_nothing(shape):
+    m, n, k, count = (np.array([float(x)]) for x in shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    assert t[0] == 0.0
+    c, mem = roofline.gemm_compute_memory_s(m, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    assert c[0] == 0.0 and mem[0] == 0.0
+    flops, nbytes = roofline.op_flops_bytes(Op("x", "gemm", "gemm", m, n, k, count=count))
+    assert flops[0] == 0.0 and nbytes[0] == 0.0
+
+
+dims = st.integers(1, 1 << 16)
+
+
+@PROPERTY
+@given(dims, dims, dims, st.integers(1, 64), st.floats(1.0, 10.0), st.floats(1.0, 10.0))
+def test_more_peak_or_bandwidth_is_never_slower(m, n, k, count, peak_factor, bw_factor):
+    base = roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    assert roofline.gemm_time_s(m, n, k, count, 2.0, PEAK * peak_factor, BW, EFF_MAX, HALF, MEM_EFF) <= base
+    assert roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW * bw_factor, EFF_MAX, HALF, MEM_EFF) <= base
+    # a bigger GEMM is never faster
+    assert roofline.gemm_time_s(m + 1, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF) >= base
+
+
+@PROPERTY
+@given(dims, dims, dims, st.integers(1, 64))
+def test_count_scales_time_linearly(m, n, k, count):
+    one = roofline.gemm_time_s(m, n, k, 1, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    assert roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF) == pytest.approx(count * one)
+
+
+def test_gemm_peak_by_precision():
+    hw = {"peak_bf16_flops_per_s": np.array([1e15]), "peak_fp8_flops_per_s": np.array([2e15]),
+          "peak_fp4_flops_per_s": np.array([4e15]), "low_precision_efficiency": np.array([0.9]),
+          "fp4_efficiency": np.array([0.8])}
+    for code, want in [(0, 1e15), (1, 2e15 * 0.9), (2, 4e15 * 0.9 * 0.8)]:
+        assert roofline.gemm_peak_flops_per_s(np.array([code]), hw)[0] == pytest.approx(want)
+
+
+def test_op_compute_memory_for_gemm_fused_and_stream_ops():
+    r = rates(peak_gemm=2 * PEAK)
+    # GEMM at the low precision's peak, or at BF16's
+    low = Op("g", "gemm", "gemm", 4096.0, 4096.0, 4096.0, operand_bytes=1.0, low_precision=True)
+    bf16 = Op("g", "gemm", "gemm", 4096.0, 4096.0, 4096.0, operand_bytes=1.0)
+    assert roofline.op_compute_memory_s(low, r) == roofline.gemm_compute_memory_s(
+        4096.0, 4096.0, 4096.0, 1.0, 1.0, 2 * PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    assert roofline.op_compute_memory_s(bf16, r) == roofline.gemm_compute_memory_s(
+        4096.0, 4096.0, 4096.0, 1.0, 1.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    # fused (FlashAttention): given FLOPs at the attention efficiency, given bytes at the memory efficiency
+    fused = Op("a", "attention", "fused", flops=3e12, bytes=5e9)
+    c, mem = roofline.op_compute_memory_s(fused, r)
+    assert c == pytest.approx(3e12 / (PEAK * 0.6)) and mem == pytest.approx(5e9 / (BW * MEM_EFF))
+    assert roofline.op_time_s(fused, r) == pytest.approx(max(c, mem))
+    # stream: memory only
+    stream = Op("e", "elementwise", "stream", flops=1e12, bytes=5e9)
+    c, mem = roofline.op_compute_memory_s(stream, r)
+    assert c == 0.0 and mem == pytest.approx(5e9 / (BW * MEM_EFF))
+    assert roofline.stream_time_s(5e9, BW, MEM_EFF) == pytest.approx(mem)
+
+
+# ---- layer.py: FLOPs of one layer ---------------------------------------------------------------------
+def _gemm_flops(ops):
+    return sum(float(np.asarray(roofline.op_flops_bytes(op)[0] * op.weight).sum()) for op in ops)
+
+
+@pytest.mark.parametrize("b,s,h,a", [(1, 2048, 12288, 96), (4, 4096, 4096, 32), (2, 512, 2048, 16)])
+def test_dense_gpt_layer_forward_flops_are_24bsh2_plus_4bs2h(b, s, h, a):
+    """Narayanan et al. 2021: 24bsh^2 + 4bs^2h per layer forward (REFERENCES.md)."""
+    m = gpt(h, a)
+    shape = Shape(seqs=float(b), q_len=float(s), ctx=float(s), tp=1.0, ep=1.0)
+    dense, _ = layer.layer_shares(m)
+    ops = layer.projection_ops(m, shape, 2.0) + layer.mlp_ops(m, shape, 2.0, dense)
+    attention = layer.unfused_attention_ops(m, shape, dropout=1.0, weight=1.0)
+    gemm_attention = [op for op in attention if op.timing == "gemm"]
+    want = 24 * b * s * h**2 + 4 * b * s**2 * h
+    assert _gemm_flops(ops + gemm_attention) == pytest.approx(want, rel=1e-12)
+    # the same attention FLOPs by formula (no causal saving)
+    assert float(layer.attention_flops(m, b, s, s, 1.0)[0]) == pytest.approx(4 * b * s**2 * h, rel=1e-12)
+    # split as the paper does: QKV 6bsh^2, output projection 2bsh^2, MLP 16bsh^2
+    qkv, out = layer.projection_ops(m, shape, 2.0)
+    assert _gemm_flops([qkv]) == pytest.approx(6 * b * s * h**2)
+    assert _gemm_flops([out]) == pytest.approx(2 * b * s * h**2)
+    assert _gemm_flops(layer.mlp_ops(m, shape, 2.0, dense)) == pytest.approx(16 * b * s * h**2)
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8])
+def test_tensor_parallelism_divides_layer_flops(tp):
+    m = gpt(4096, 32)
+    whole = Shape(2.0, 1024.0, 1024.0, 1.0, 1.0)
+    split = Shape(2.0, 1024.0, 1024.0, float(tp), 1.0)
+    ops = lambda s: layer.projection_ops(m, s, 2.0) + layer.mlp_ops(m, s, 2.0, 1.0)
+    assert _gemm_flops(ops(split)) == pytest.approx(_gemm_flops(ops(whole)) / tp, rel=1e-12)
+    assert float(layer.attention_flops(m, 2.0, 1024.0, 1024.0, tp)[0]) == pytest.approx(
+        float(layer.attention_flops(m, 2.0, 1024.0, 1024.0, 1.0)[0]) / tp)
+
+
+@pytest.mark.parametrize("kv_heads", [1, 8, 16])
+def test_gqa_shrinks_only_the_kv_projection(kv_heads):
+    b, s, h, a = 2, 1024, 4096, 32
+    mha, gqa = gpt(h, a), gpt(h, a, kv_heads=kv_heads)
+    shape = Shape(float(b), float(s), float(s), 1.0, 1.0)
+    (qkv_mha, out_mha), (qkv_gqa, out_gqa) = layer.projection_ops(mha, shape, 2.0), layer.projection_ops(gqa, shape, 2.0)
+    head_dim = h / a
+    # Q keeps a heads; K and V shrink to kv_heads heads
+    assert _gemm_flops([qkv_mha]) - _gemm_flops([qkv_gqa]) == pytest.approx(
+        2 * b * s * h * 2 * (a - kv_heads) * head_dim, rel=1e-12)
+    assert _gemm_flops([out_gqa]) == _gemm_flops([out_mha])
+    assert _gemm_flops(layer.mlp_ops(gqa, shape, 2.0, 1.0)) == _gemm_flops(layer.mlp_ops(mha, shape, 2.0, 1.0))
+    assert layer.attention_flops(gqa, b, s, s, 1.0) == layer.attention_flops(mha, b, s, s, 1.0)
+
+
+def test_gated_mlp_has_three_matrices():
+    b, s, h, f = 1, 1024, 4096, 14336
+    m = model(layers=1, hidden=h, heads=32, vocab=32000, ffn_hidden=f, gated_mlp=1)
+    ops = layer.mlp_ops(m, Shape(float(b), float(s), float(s), 1.0, 1.0), 2.0, 1.0)
+    assert _gemm_flops(ops) == pytest.approx(3 * 2 * b * s * h * f, rel=1e-12)
+
+
+def test_kv_width_replicates_kv_heads_when_tp_exceeds_them():
+    m = gpt(8192, 64, kv_heads=8)
+    assert float(layer.kv_width_local(m, 4.0)[0]) == pytest.approx(2 * 128)
+    assert float(layer.kv_width_local(m, 8.0)[0]) == pytest.approx(128)
+    assert float(layer.kv_width_local(m, 16.0)[0]) == pytest.approx(128)  # one head per GPU, not half
+
+
+# ---- MoE: experts touched and tokens per expert ------------------------------------------------------
+def moe(experts=8, top_k=2, **kw):
+    return model(layers=32, hidden=4096, heads=32, vocab=32000, ffn_hidden=14336, gated_mlp=1,
+                 experts=experts, top_k=top_k, moe_ffn_hidden=14336, **kw)
+
+
+@pytest.mark.parametrize("experts,top_k,tokens", [(8, 2, 3), (64, 6, 10), (128, 8, 16), (256, 8, 24)])
+def test_experts_touched_matches_monte_carlo(experts, top_k, tokens):
+    m = moe(experts, top_k)
+    want = experts * (1 - (1 - top_k / experts) ** tokens)
+    got = float(layer.experts_touched(m, np.array([float(tokens)]))[0])
+    assert got == pytest.approx(want, rel=1e-9)
+    rng = np.random.default_rng(0)
+    trials = 2000
+    keys = rng.random((trials, tokens, experts))
+    chosen = np.argpartition(keys, top_k - 1, axis=2)[:, :, :top_k]  # top_k distinct experts per token, uniform
+    hit = np.zeros((trials, experts), dtype=bool)
+    np.put_along_axis(hit, chosen.reshape(trials, -1), True, axis=1)
+    mc = hit.sum(axis=1)
+    assert got == pytest.approx(mc.mean(), abs=4 * mc.std() / np.sqrt(trials) + 1e-9)
+
+
+def test_experts_touched_limits():
+    m = moe(64, 6)
+    assert float(layer.experts_touched(m, np.array([1.0]))[0]) == pytest.approx(6.0)       # one token: top_k
+    assert float(layer.experts_touched(m, np.array([1e5]))[0]) == pytest.approx(64.0)      # many tokens: all
+    every = moe(8, 8)
+    assert float(layer.experts_touched(every, np.array([3.0]))[0]) == pytest.approx(8.0)   # top_k = E
+    t = layer.experts_touched(m, np.array([1.0, 2.0, 4.0, 16.0, 256.0]))
+    assert np.all(np.diff(t) > 0) and np.all(t <= 64.0)
+
+
+@pytest.mark.parametrize("tokens,ep,tp", [(1.0, 1.0, 1.0), (16.0, 8.0, 1.0), (4096.0, 8.0, 2.0), (8192.0, 64.0, 1.0)])
+def test_moe_tokens_per_expert_times_experts_equals_routed_tokens_times_top_k(tokens, ep, tp):
+    m = moe(64, 6)
+    s = Shape(seqs=np.array([tokens]), q_len=np.array([1.0]), ctx=np.array([1.0]), tp=np.array([tp]), ep=np.array([ep]))
+    ops = {op.name: op for op in layer.moe_ops(m, s, 2.0, 1.0, 1.0)}
+    up = ops["expert_up_gate"]
+    routed = tokens * ep  # the EP group's tokens
+    # per-expert tokens x experts on this GPU x EP ranks = every routed token's top_k assignments
+    assert float((up.m * up.count * ep)[0]) == pytest.approx(routed * 6, rel=1e-9)
+    assert float((ops["expert_down"].m * ops["expert_down"].count * ep)[0]) == pytest.approx(routed * 6, rel=1e-9)
+    # so the routed experts' FLOPs over the EP group are those of top_k dense MLPs per token
+    flops = (roofline.op_flops_bytes(up)[0] + roofline.op_flops_bytes(ops["expert_down"])[0]) * ep
+    assert float(flops[0]) == pytest.approx(2 * routed * 6 * 3 * 4096 * 14336 / tp, rel=1e-9)
+
+
+def test_layer_shares_split_dense_and_moe_layers():
+    m = model(layers=61, hidden=7168, heads=128, vocab=129280, experts=256, top_k=8, moe_ffn_hidden=2048,
+              dense_layers=3, gated_mlp=1)
+    dense, moe_share = layer.layer_shares(m)
+    assert float(moe_share[0]) == pytest.approx(58 / 61) and float(dense[0]) == pytest.approx(3 / 61)
+
+
+def test_zero_size_gemm_time_raises_no_floating_point_warning():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        roofline.gemm_time_s(np.array([0.0]), 4096.0, 4096.0, 1.0, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
