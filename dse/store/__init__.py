@@ -53,6 +53,7 @@ from dse.store.layout import (  # noqa: F401
     part_files,
     prepare_output,
 )
+from dse.store.lock import writer_lock  # noqa: F401
 from dse.store.manifest import (  # noqa: F401
     _OWN_SIDECAR,
     COMPRESSION,

@@ -22,7 +22,7 @@ STUDY_DATASET = "trials"           # a study run directory's dataset subdirector
 META_KEY = b"dse.manifest"
 PART_RE = re.compile(r"^part-(\d{6,})\.(parquet|empty)$")
 COMPRESSION = "zstd"
-_OWN_SIDECAR = re.compile(r"^(part-\d{6,}\.(empty|ok)|\.part-\d{6,}\.ok\..*\.tmp|manifest\.json|\.manifest\.json\..*\.tmp|pareto\.parquet)$")
+_OWN_SIDECAR = re.compile(r"^(part-\d{6,}\.(empty|ok)|\.part-\d{6,}\.ok\..*\.tmp|manifest\.json|\.manifest\.json\..*\.tmp|pareto\.parquet|\.lock)$")
 
 
 # ----------------------------------------------------------------------------- manifest
