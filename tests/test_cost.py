@@ -209,7 +209,10 @@ def test_workload_costs_defaults_catalog_prices_and_no_tokens():
     resolve.system(cols)  # names -> numbers (price_usd of systems.csv) happen before economics
     out = workload_costs(cols, step_time_s=np.array([1.0, 1.0, 1.0]), tokens_per_step=1e6, gpus=8)
     assert list(out["accelerator_cost_usd"][:2]) == [30000.0, 40000.0]
-    assert np.isnan(out["accelerator_cost_usd"][2])  # no sourced price: NaN, never invented
+    assert out["accelerator_cost_usd"][2] == 10000.0  # the V100's price estimate (systems.csv, with its basis)
+    import pandas as pd
+    from dse import catalog
+    assert catalog.prices() and not pd.isna(list(catalog.prices().values())).any()  # every system has a price
     assert np.isnan(out["cost_per_run_usd"]).all()   # no train_tokens / serve_tokens given
     assert np.all(out["energy_j"] > 0) and np.isfinite(out["cost_per_million_tokens_usd"][:2]).all()
     serve = workload_costs({**cols, "serve_tokens": np.array([1e9] * 3)}, 1.0, 1e6, 8)

@@ -147,11 +147,16 @@ def test_wrong_link_kind_is_config_error():
 
 @pytest.mark.parametrize("field,value", [("die_area_mm2", -100.0), ("die_area_mm2", 0.0),
                                          ("compute_dies", 0), ("compute_dies", 1.5),
-                                         ("memory_stacks", -1), ("power_w", -5.0)])
-def test_bad_numbers_are_config_errors(field, value):
-    cols = {"node": ["n5"], "die_area_mm2": [600.0], field: [value]}
-    with pytest.raises(ConfigError, match=f"^{field}:"):
-        evaluate_hardware(cols)
+                                         ("memory_stacks", -1), ("memory_stacks", -np.inf), ("power_w", -5.0),
+                                         ("defect_density_per_cm2", np.inf), ("gross_margin", 1.0)])
+def test_bad_numbers_make_the_row_unbuildable_not_the_batch(field, value):
+    cols = {"node": ["n5", "n5"], "die_area_mm2": [600.0, 600.0], field: [value, np.nan]}
+    if field == "die_area_mm2":
+        cols[field] = [value, 600.0]
+    out = evaluate_hardware(cols)
+    assert list(out["hw_fits"]) == [False, True]
+    assert out["hw_infeasible_reason"][0].startswith(f"{field}: outside its domain")
+    assert all(np.isfinite(np.asarray(out[k], dtype=float)).all() for k in ("peak_bf16_flops_per_s", "tdp_w"))
 
 
 def test_too_many_stacks_is_an_infeasible_row_not_an_error():

@@ -60,13 +60,6 @@ FLOPS_PER_MAC = 2.0
 BITS_PER_BYTE = 8
 LINK_KINDS = {"scaleup": ("scale-up", "die-to-die"), "scaleout": ("scale-out",)}
 # Numeric inputs checked for sign and integrality: (name, zero allowed, whole number).
-CHECKED_INPUTS = (("die_area_mm2", False, False), ("compute_dies", False, True),
-                  ("memory_stacks", True, True), ("scaleup_domain", False, True),
-                  ("power_w", False, False), ("frequency_hz", False, False),
-                  ("wafer_cost_usd", True, False), ("defect_density_per_cm2", True, False),
-                  ("yield_clustering", False, False), ("volume", False, False))
-
-
 def accelerator_columns(cols: dict) -> dict:
     """Technology columns -> accelerator columns (HARDWARE_COLUMNS), SRAM, cost and feasibility.
 
@@ -77,7 +70,8 @@ def accelerator_columns(cols: dict) -> dict:
     cols = dict(cols)
     A = tables.assumptions()
     node, area, valid = node_rows(cols)
-    validate_inputs(cols, valid)
+    cols, out_of_domain, domain_reason = domain_rows(cols, valid)
+    area = np.where(out_of_domain & ~(area > 0), 1.0, area)  # a blanked die area: any finite size
     dies = as_float(cols, "compute_dies", A["compute_dies"])
     t = technology_rows(cols)
     d2d = die_to_die(area, dies, t["package"], t["d2d"], A)
@@ -88,6 +82,7 @@ def accelerator_columns(cols: dict) -> dict:
                  mem["memory_stacks"], A)
     fits, reason = feasibility(area, d2d["logic_area_mm2"], t["package"], t["memory"], mem, comp, cost,
                                valid, A)
+    fits, reason = fits & ~out_of_domain, np.where(out_of_domain, domain_reason, reason)
 
     out = {
         "peak_bf16_flops_per_s": comp["peak_bf16_flops_per_s"],
@@ -142,28 +137,24 @@ def node_rows(cols: dict) -> tuple[dict, np.ndarray, np.ndarray]:
     return node, area, valid
 
 
-def validate_inputs(cols: dict, valid: np.ndarray) -> None:
-    """ConfigError, early and naming the field, for numbers no design can have (sign, fraction)."""
-    for name, zero, integer in CHECKED_INPUTS:
-        _require_positive(cols, name, valid, allow_zero=zero, integer=integer)
-    if "gross_margin" in cols:
-        gm = np.asarray(cols["gross_margin"], dtype=float)
-        if (valid & np.isfinite(gm) & ((gm < 0) | (gm >= 1))).any():
-            raise ConfigError("gross_margin: give a fraction in [0, 1)")
+def domain_rows(cols: dict, valid: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(columns with out-of-domain numbers blanked to their defaults, mask of such rows, their reason).
 
-
-def _require_positive(cols, name, valid, allow_zero=False, integer=False):
-    """ConfigError naming `name` if a row with a node has a negative (or zero) or fractional value."""
-    if name not in cols:
-        return
-    v = np.asarray(cols[name], dtype=float)
-    checked = valid & np.isfinite(v)
-    low = checked & ((v < 0) if allow_zero else (v <= 0))
-    frac = checked & (v != np.round(v)) if integer else np.zeros_like(checked)
-    if low.any():
-        raise ConfigError(f"{name}: got {v[low][0]:g}; give {'0 or more' if allow_zero else 'a positive number'}")
-    if frac.any():
-        raise ConfigError(f"{name}: got {v[frac][0]:g}; give a whole number")
+    A number no design can have (a negative stack count, an infinite defect density, a fractional
+    die count) makes its row unbuildable, named by the column (dse.schema domains); the batch goes
+    on, and the blanked value keeps the arithmetic of that row finite."""
+    from dse import schema
+    cols = dict(cols)
+    bad_any = np.zeros(len(valid), dtype=bool)
+    reason = np.full(len(valid), "", dtype=object)
+    for name, bad in schema.domain_violations(cols, "hardware"):
+        bad = bad & valid
+        if not bad.any():
+            continue
+        cols[name] = np.where(bad, np.nan, np.asarray(cols[name], dtype=float))
+        reason = np.where(bad & (reason == ""), schema.domain_text(name), reason)
+        bad_any |= bad
+    return cols, bad_any, reason
 
 
 def technology_rows(cols: dict) -> dict[str, dict]:
