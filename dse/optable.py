@@ -122,46 +122,49 @@ def roofline_table(model, systems, batch=1, isl=2048, osl=128, tp=1, precision="
 
 
 def roofline_plot(table, path, title: str) -> Path:
-    """Log-log roofline (attained FLOP/s against arithmetic intensity): one roof and ridge line per
-    system, one labelled point per GEMM and phase."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Log-log roofline (attained FLOP/s against arithmetic intensity) in the house style
+    (dse.plotstyle): one roof per system (colour; ridge point in the legend), one marker per GEMM
+    (shape: which GEMM, fill: which phase); no per-point text, so nothing overprints."""
+    import textwrap
+
+    from matplotlib.lines import Line2D
+
+    from dse import plotstyle
 
     path = Path(path)
-    fig, ax = plt.subplots(figsize=(10, 6.5))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    ai_all = table["arithmetic_intensity"].to_numpy()
-    x = np.logspace(np.log10(max(ai_all.min() / 4, 1e-2)), np.log10(ai_all.max() * 4), 200)
-    markers = {"prefill": "o", "decode": "s"}
-    for i, (system, part) in enumerate(table.groupby("system", sort=False)):
-        color = colors[i % len(colors)]
-        peak = part["peak_flops_per_s"].max()
-        bw = part["memory_bandwidth_bytes_per_s"].iloc[0]
-        ridge = peak / bw
-        ax.plot(x, np.minimum(peak, x * bw), color=color, lw=1.8,
-                label=f"{system}: {peak / 1e12:,.0f} TFLOP/s, {bw / 1e12:.2f} TB/s")
-        ax.axvline(ridge, color=color, ls=":", lw=1.0)
-        ax.annotate(f"ridge {ridge:.0f}", (ridge, peak), textcoords="offset points", xytext=(3, 4),
-                    color=color, fontsize=7)
-        for phase, rows in part.groupby("phase", sort=False):
-            ax.scatter(rows["arithmetic_intensity"], rows["attained_flops_per_s"], color=color,
-                       marker=markers.get(phase, "o"), s=28, zorder=3, edgecolor="black", linewidth=0.4)
-            for j, (_, r) in enumerate(rows.iterrows()):  # stagger labels of points that share an intensity
-                ax.annotate(f"{phase[0].upper()}:{r['op']}", (r["arithmetic_intensity"], r["attained_flops_per_s"]),
-                            textcoords="offset points", xytext=(4, 6 - 7 * (j % 4)), fontsize=6, color=color)
-    for phase, marker in markers.items():
-        ax.scatter([], [], marker=marker, color="gray", edgecolor="black", linewidth=0.4,
-                   label=f"{phase} GEMMs ({phase[0].upper()}:)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte of DRAM traffic)")
-    ax.set_ylabel("attained throughput (FLOP/s)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
+    fills = {"prefill": "full", "decode": "white", "train": "light"}
+    with plotstyle.context():
+        fig, ax = plotstyle.figure(1, 1, height_in=6.6)
+        ai_all = table["arithmetic_intensity"].to_numpy()
+        x = np.logspace(np.log10(max(ai_all.min() / 4, 1e-2)), np.log10(ai_all.max() * 4), 200)
+        handles = []
+        for i, (system, part) in enumerate(table.groupby("system", sort=False)):
+            color = plotstyle.SERIES[i % len(plotstyle.SERIES)]
+            peak = part["peak_flops_per_s"].max()
+            bw = part["memory_bandwidth_bytes_per_s"].iloc[0]
+            ax.plot(x, np.minimum(peak, x * bw) / 1e12, color=color, lw=1.6)
+            ax.axvline(peak / bw, color=color, ls=":", lw=1.0)
+            handles.append(Line2D([], [], color=color, label=f"{system}: ridge {peak / bw:.0f} FLOP/B"))
+            for (phase, op), rows in part.groupby(["phase", "op"], sort=False):
+                fill = {"full": color, "white": "white", "light": plotstyle.LIGHT.get(color, "white")}[fills.get(phase, "full")]
+                ax.scatter(rows["arithmetic_intensity"], rows["attained_flops_per_s"] / 1e12,
+                           marker=plotstyle.OP_MARKER.get(op, "o"), s=80 if op == "attention" else 50,
+                           facecolors=fill, edgecolors=color, linewidths=1.3, zorder=3)
+        ops = list(dict.fromkeys(table["op"]))
+        labels = list(dict.fromkeys(plotstyle.OP_LABEL.get(o, o) for o in ops))
+        marker_of = {plotstyle.OP_LABEL.get(o, o): plotstyle.OP_MARKER.get(o, "o") for o in ops}
+        handles += [Line2D([], [], marker=marker_of[lab], color="black", linestyle="", markerfacecolor="white",
+                           markersize=10 if marker_of[lab] == "*" else 7, label=lab) for lab in labels]
+        for phase in dict.fromkeys(table["phase"]):
+            how = {"full": "filled", "white": "open", "light": "light"}[fills.get(phase, "full")]
+            handles.append(Line2D([], [], marker="o", color="gray", linestyle="", label=f"{how}: {phase}",
+                                  markerfacecolor={"filled": "gray", "open": "white", "light": "#c7c7c7"}[how]))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity (FLOP / DRAM byte)")
+        ax.set_ylabel("attained TFLOP/s")
+        ax.set_title(textwrap.fill(title, 60), fontsize=plotstyle.RC["font.size"])
+        ax.grid(True, which="major", alpha=0.3)
+        fig.legend(handles=handles, loc="outside lower center", ncol=2)
+        plotstyle.save(fig, path)
     return path

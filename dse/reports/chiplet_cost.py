@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.reports.common import best_rows, catalog_table, fmt_mapping, plt, space_frame
+from dse.reports.common import best_rows, catalog_table, fmt_mapping, space_frame
 
 NAME = "chiplet-cost"
 TITLE = "Chiplets and cost: monolithic vs 2/4/8 chiplets, cost per run and the Pareto front"
@@ -123,29 +123,39 @@ these are analysts' estimates, NVIDIA publishes neither).
 Monolithic designs: {', '.join(f"{r.node} {r.total_area_mm2:.0f} mm2 ${r.accelerator_cost_usd:,.0f}" for r in mono.itertuples())}.
 """)
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11.5, 4.3))
+    from dse import plotstyle
+    fig, (a1, a2) = plotstyle.figure(2, 1, height_in=8.6)
     markers = {1: "o", 2: "s", 4: "^", 8: "D"}
-    colors = dict(zip(NODES, ["#1f77b4", "#2ca02c", "#ff7f0e", "#d62728"]))
-    for r in best.itertuples():
-        filled = r.total_area_mm2 > 1000
-        for ax, xval in ((a1, r.accelerator_cost_usd / 1e3), (a2, r.cost_per_run_usd / 1e6)):
-            ax.scatter(xval, r.step_time_s, marker=markers[r.compute_dies], s=45,
-                       facecolors=colors[r.node] if filled else "none", edgecolors=colors[r.node], linewidths=1.2)
-    a1.plot(pf["accelerator_cost_usd"] / 1e3, pf["step_time_s"], "k--", linewidth=1, label="Pareto front")
+    colors = dict(zip(NODES, [plotstyle.BLUE, plotstyle.GREEN, plotstyle.ORANGE, plotstyle.RED]))
     pr = best[best["pareto_run"]].sort_values("step_time_s")
-    a2.plot(pr["cost_per_run_usd"] / 1e6, pr["step_time_s"], "k--", linewidth=1, label="Pareto front")
-    a1.set_xlabel("accelerator price (k USD)")
-    a2.set_xlabel("cost per training run (M USD, 300 B tokens)")
-    for ax in (a1, a2):
+    panels = ((a1, "accelerator_cost_usd", 1e3, pf, "price"), (a2, "cost_per_run_usd", 1e6, pr, "cost per run"))
+    for ax, col, scale, front, what in panels:
+        for r in best.itertuples():
+            filled = r.total_area_mm2 > 1000
+            ax.scatter(getattr(r, col) / scale, r.step_time_s, marker=markers[r.compute_dies], s=60,
+                       facecolors=colors[r.node] if filled else "white", edgecolors=colors[r.node], linewidths=1.5,
+                       zorder=3)
+        # the front: a staircase through its designs (by increasing cost), each ringed
+        front = front.sort_values(col)
+        ax.plot(front[col] / scale, front["step_time_s"], "-", color="black", linewidth=1.3, drawstyle="steps-post",
+                zorder=2)
+        ax.scatter(front[col] / scale, front["step_time_s"], s=230, facecolors="none", edgecolors="black",
+                   linewidths=1.3, zorder=4)
+        plotstyle.auto_log(ax, "x", best[col] / scale)
+        plotstyle.auto_log(ax, "y", best["step_time_s"])
         ax.set_ylabel("training step time (s)")
-    a1.set_title("Accelerator price vs step time")
-    a2.set_title(f"{JOB['model']} on {JOB['gpus']} accelerators: cost per run vs step time")
+        ax.set_title(f"Step time vs {what}: Pareto front of {len(front)} designs")
+    a1.set_xlabel("accelerator price (k USD)")
+    a2.set_xlabel(f"cost per training run (M USD; {JOB['model']}, {JOB['gpus']} accelerators, 300 B tokens)")
     from matplotlib.lines import Line2D
     handles = ([Line2D([], [], color=colors[n], marker="o", linestyle="", label=n) for n in NODES if n in set(best["node"])]
-               + [Line2D([], [], color="k", marker=markers[d], linestyle="", markerfacecolor="none",
+               + [Line2D([], [], color="black", marker=markers[d], linestyle="", markerfacecolor="white",
                          label="monolithic" if d == 1 else f"{d} chiplets") for d in DIES]
-               + [Line2D([], [], color="gray", marker="o", linestyle="", label="filled: 1600 mm2, open: 800 mm2"),
-                  Line2D([], [], color="k", linestyle="--", label="Pareto front")])
-    a1.legend(handles=handles, fontsize=7, loc="upper right")
+               + [Line2D([], [], color="gray", marker="o", linestyle="", label="filled: 1600 mm2"),
+                  Line2D([], [], color="gray", marker="o", markerfacecolor="white", linestyle="", label="open: 800 mm2"),
+                  Line2D([], [], color="black", marker="o", markersize=12, markerfacecolor="none", linewidth=1.3,
+                         label="Pareto front")])
+    fig.legend(handles=handles, loc="outside lower center", ncol=4)
     report.figure(fig, GALLERY, "Each derived design (colour: node, marker: chiplet count, filled: two reticles of logic) "
-                  "by accelerator price and by cost per run against step time; dashed: the Pareto front.")
+                  "by accelerator price (top) and by cost per run (bottom) against step time; black line and rings: "
+                  "the Pareto front of each pair (log axes where values span more than 4x).")

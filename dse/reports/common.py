@@ -1,22 +1,19 @@
 """What every report shares: the Report (markdown + figures + tables), comparisons with published
-numbers, mapping spaces for best-mapping searches, and the figure style (matplotlib Agg, ~100 dpi,
-readable at README size)."""
+numbers, mapping spaces for best-mapping searches. Figures take their size, fonts, dpi, colours and
+log-axis rule from dse.plotstyle (readable at the README gallery's ~440 px)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+from dse import plotstyle
 
 GIB = 2.0 ** 30
-DPI = 100
-plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 8,
-                     "axes.grid": True, "grid.alpha": 0.3, "figure.dpi": DPI})
+DPI = plotstyle.DPI
+plotstyle.use()
 
 
 @dataclass
@@ -66,9 +63,7 @@ class Report:
         self.parts.append(markdown_table(frame, floatfmt, index) + "\n")
 
     def figure(self, fig, filename: str, caption: str) -> Path:
-        path = self.out / filename
-        fig.savefig(path, dpi=DPI, bbox_inches="tight")
-        plt.close(fig)
+        path = plotstyle.save(fig, self.out / filename)  # a plain Figure (dse.plotstyle.figure): no pyplot state
         self.figures.append(filename)
         self.parts.append(f"![{caption}]({filename})\n\n*{caption}*\n")
         return path

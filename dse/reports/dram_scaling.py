@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import plt
 
 NAME = "dram-scaling"
 TITLE = "DRAM technology and inference latency (TPOT, TTFT)"
@@ -64,23 +63,34 @@ their figure has no table of values, so the numeric comparison is the published 
 HBM2e (A100-80GB) and HBM3 (H100) points (NeMo end-to-end latencies in dse/validation), table above.
 """)
 
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.3))
+    # TPOT (top): bars on a linear axis. TTFT (bottom): batch 1 and 64 differ ~60x, so points on a
+    # log axis (never bars on a log axis). Open/hatched: does not fit the memory capacity.
+    from dse import plotstyle
+    fig, (a1, a2) = plotstyle.figure(2, 1, height_in=7.6, sharex=True)
     x = np.arange(len(MEMORIES))
     labels = [f"{m}\n{out[(out['memory'] == m)]['memory_tb_per_s'].iloc[0]:.1f}" for m, _ in MEMORIES]
-    for ax, metric, title in ((axes[0], "tpot_ms", "Time per output token (TPOT)"),
-                              (axes[1], "ttft_ms", "Time to first token (TTFT)")):
-        for j, b in enumerate(BATCHES):
-            sub = out[out["batch"] == b].set_index("memory").loc[[m for m, _ in MEMORIES]]
-            bars = ax.bar(x + (j - 0.5) * 0.38, sub[metric], 0.38, label=f"batch {b}",
-                          color=["#1f77b4", "#ff7f0e"][j])
-            for bar, fits in zip(bars, sub["fits"]):
-                if not fits:
-                    bar.set_hatch("//")
-        ax.set_xticks(x, labels, fontsize=8)
-        if metric == "ttft_ms":
-            ax.set_yscale("log")
-        ax.set_ylabel(f"{metric.split('_')[0].upper()} (ms{', log' if metric == 'ttft_ms' else ''})")
-        ax.set_xlabel("memory technology and per-GPU bandwidth (TB/s)")
-        ax.set_title(f"{title}\n{JOB['model']}, {JOB['gpus']}x H100-class GPUs, TP {JOB['tp']}")
-        ax.legend(fontsize=8)
-    report.figure(fig, GALLERY, "TPOT and TTFT against the memory technology (hatched: does not fit the capacity).")
+    colors = [plotstyle.BLUE, plotstyle.ORANGE]
+    for j, b in enumerate(BATCHES):
+        sub = out[out["batch"] == b].set_index("memory").loc[[m for m, _ in MEMORIES]]
+        bars = a1.bar(x + (j - 0.5) * 0.38, sub["tpot_ms"], 0.38, label=f"batch {b}", color=colors[j])
+        for bar, fits in zip(bars, sub["fits"]):
+            if not fits:
+                bar.set_hatch("//")
+        fits = sub["fits"].to_numpy(bool)
+        a2.plot(x, sub["ttft_ms"], "-", color=colors[j], linewidth=1.2, alpha=0.6)
+        a2.plot(x[fits], sub["ttft_ms"][fits], "o", color=colors[j], markersize=8, label=f"batch {b}")
+        if (~fits).any():
+            a2.plot(x[~fits], sub["ttft_ms"][~fits], "o", color=colors[j], markerfacecolor="white", markersize=8)
+    a1.set_ylabel("TPOT (ms)")
+    a1.set_title("Time per output token (TPOT)")
+    a1.legend(loc="upper left")
+    a2.set_yscale("log")
+    plotstyle.plain_log_ticks(a2.yaxis)
+    a2.set_ylabel("TTFT (ms, log)")
+    a2.set_title("Time to first token (TTFT)")
+    a2.legend(loc="center left")
+    a2.set_xticks(x, labels)
+    a2.set_xlabel("memory technology and per-GPU bandwidth (TB/s)")
+    fig.suptitle(f"{JOB['model']}, {JOB['gpus']}x H100-class GPUs, TP {JOB['tp']}")
+    report.figure(fig, GALLERY, "TPOT (bars) and TTFT (points, log scale) against the memory technology "
+                  "(hatched bars, open points: does not fit the capacity).")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import plt
 
 NAME = "inference-roofline"
 TITLE = "Inference boundedness: every GEMM of prefill and decode on the roofline"
@@ -85,33 +84,65 @@ comparison above uses the published Llama-2 70B measurements the same model repr
 throughput; the 25% target is this study's, not the issue's).
 """)
 
-    # ---- figure: rooflines with every op, one panel per model at the throughput batch ----
-    b_show = BATCHES[-1] if not quick else BATCHES[0]
-    fig, axes = plt.subplots(1, len(MODELS), figsize=(11.5, 4.4), sharey=True)
-    colors = {"a100-80gb": "#1f77b4", "h100-sxm": "#2ca02c", "b200": "#d62728"}
+    # ---- figures: one per model, prefill (top) and decode (bottom) on the three rooflines ----
+    for model in MODELS:
+        fig = roofline_figure(t[t["model"] == model], model)
+        name = GALLERY if model == MODELS[0] else f"inference_roofline_{model}.png"
+        report.figure(fig, name, f"{model}: rooflines (BF16 peak, DRAM bandwidth) of A100, H100 and B200 with every GEMM "
+                      "of one layer (marker: which GEMM; colour: system; filled: batch 64, open: batch 1). Prefill "
+                      "(top) sits at the roof, compute-bound; decode (bottom) on the memory slope. GEMMs of equal "
+                      "intensity coincide (decode at batch 1: every dense GEMM at ~1 FLOP/byte).")
+
+
+def roofline_figure(t: pd.DataFrame, model: str):
+    """Prefill and decode panels of one model: rooflines per system, one marker per GEMM."""
+    from matplotlib.lines import Line2D
+
+    from dse import plotstyle
+    fig, axes = plotstyle.figure(2, 1, height_in=8.2, sharex=True, sharey=True)
     ai = np.logspace(-0.5, 4, 200)
-    for ax, model in zip(axes, MODELS):
-        sub = t[(t["model"] == model)]
+    batches = sorted(t["batch"].unique())
+    for ax, phase in zip(axes, ("prefill", "decode")):
         for s in SYSTEMS:
-            r = sub[sub["system"] == s].iloc[0]
+            r = t[t["system"] == s].iloc[0]
+            color = plotstyle.SYSTEM[s]
             ax.plot(ai, np.minimum(r["peak_flops_per_s"], ai * r["memory_bandwidth_bytes_per_s"]) / 1e12,
-                    color=colors[s], linewidth=1.2, label=f"{s} roofline")
-            for phase, marker in (("prefill", "o"), ("decode", "s")):
-                for b, fill in ((1, "none"), (b_show, colors[s])):
-                    p = sub[(sub["system"] == s) & (sub["phase"] == phase) & (sub["batch"] == b)]
-                    if len(p):
-                        ax.scatter(p["arithmetic_intensity"], p["attained_tflops"], marker=marker, s=22,
-                                   facecolors=fill, edgecolors=colors[s], linewidths=0.8)
+                    color=color, linewidth=1.5)
+            for b in batches:
+                p = t[(t["system"] == s) & (t["phase"] == phase) & (t["batch"] == b)]
+                for op, rows in p.groupby("op", sort=False):
+                    ax.scatter(rows["arithmetic_intensity"], rows["attained_tflops"], marker=plotstyle.OP_MARKER[op],
+                               s=90 if op == "attention" else 55, facecolors=color if b > 1 else "white",
+                               edgecolors=color, linewidths=1.3, zorder=3)
+        ax.text(0.98, 0.04, _coinciding(t[t["phase"] == phase]), transform=ax.transAxes, ha="right", va="bottom",
+                fontsize=plotstyle.MIN_FONT_PT, linespacing=1.3)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("arithmetic intensity (FLOP / DRAM byte)")
-        ax.set_title(f"{model}: GEMMs of prefill (o) and decode (s)")
-    axes[0].set_ylabel("attained throughput (TFLOP/s)")
-    from matplotlib.lines import Line2D
-    handles = [Line2D([], [], color=colors[s], label=s) for s in SYSTEMS] + [
-        Line2D([], [], marker="o", color="k", linestyle="", markerfacecolor="none", label="prefill"),
-        Line2D([], [], marker="s", color="k", linestyle="", markerfacecolor="none", label="decode"),
-        Line2D([], [], marker="o", color="gray", linestyle="", label=f"filled: batch {b_show}; open: batch 1")]
-    axes[0].legend(handles=handles, fontsize=7, loc="lower right")
-    report.figure(fig, GALLERY, "Rooflines (BF16 peak, DRAM bandwidth) of A100, H100 and B200 with every GEMM of one "
-                  "layer: prefill compute-bound at the roof, decode memory-bound on the slope.")
+        ax.set_title(f"{model}: {phase}")
+        ax.set_ylabel("attained TFLOP/s")
+    axes[1].set_xlabel("arithmetic intensity (FLOP / DRAM byte)")
+    ops = list(dict.fromkeys(plotstyle.OP_LABEL[o] for o in t["op"].unique()))
+    marker_of = {plotstyle.OP_LABEL[o]: plotstyle.OP_MARKER[o] for o in t["op"].unique()}
+    handles = ([Line2D([], [], color=plotstyle.SYSTEM[s], label=s) for s in SYSTEMS]
+               + [Line2D([], [], marker=marker_of[lab], color="black", linestyle="", markerfacecolor="white",
+                         markersize=10 if marker_of[lab] == "*" else 7, label=lab) for lab in ops]
+               + [Line2D([], [], marker="o", color="gray", linestyle="", label=f"filled: batch {batches[-1]}"),
+                  Line2D([], [], marker="o", color="gray", markerfacecolor="white", linestyle="", label="open: batch 1")])
+    fig.legend(handles=handles, loc="outside lower center", ncol=2)
+    return fig
+
+
+def _coinciding(t: pd.DataFrame) -> str:
+    """Which GEMMs share a point (same intensity within 30%, per batch): the markers overlap there."""
+    from dse import plotstyle
+    lines = []
+    for b, sub in t[t["system"] == SYSTEMS[0]].groupby("batch"):
+        sub = sub.sort_values("arithmetic_intensity")
+        log_ai = np.log10(sub["arithmetic_intensity"].to_numpy())
+        groups = np.cumsum(np.r_[True, np.diff(log_ai) > np.log10(1.3)])
+        for g in np.unique(groups):
+            part = sub[groups == g]
+            names = list(dict.fromkeys(plotstyle.OP_SHORT[o] for o in part["op"]))
+            if len(names) > 1:
+                lines.append(f"batch {b}, ~{part['arithmetic_intensity'].median():.0f} FLOP/B: {', '.join(names)}")
+    return ("overlapping points:\n" + "\n".join(lines)) if lines else ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import GIB, catalog_table, plt, space_frame
+from dse.reports.common import GIB, catalog_table, space_frame
 
 NAME = "memory-recompute"
 TITLE = "Memory footprint vs activation recomputation (Korthikanti et al. 2022, Fig. 1 and 7)"
@@ -125,48 +125,54 @@ close enough that the ratios agree to 0.1%.
     show = show.rename(columns={"user_label": "model", "pct_of_baseline": "activations_pct_of_no_recompute"})
     report.table("memory", show, "Memory per GPU (first pipeline stage), every model x recompute x SP", ".4g")
 
-    # ---- figure: Fig.1-style stacked bars (left) and Fig.7-style % bars (right) ----
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.3))
-    combos = [("none", False), ("none", True), ("selective", False), ("selective", True), ("full", False), ("full", True)]
-    names = ["none", "none+SP", "sel.", "sel.+SP", "full", "full+SP"]
-    width = 0.13
+    # ---- figure: Fig.1-style stacked bars (top) and Fig.7-style % bars (bottom) ----
+    from dse import plotstyle
+    from dse.reports.common import system_hardware
+    capacity_gib = float(system_hardware(["a100-80gb"])["memory_capacity_bytes"].iloc[0]) / GIB
+    fig, (a1, a2) = plotstyle.figure(2, 1, height_in=7.6)
+    labels = [lab for _, lab in MODELS]
     x = np.arange(len(MODELS))
-    for j, (rec, sp) in enumerate(combos):
+    # Fig. 1's two published bars (no recompute; selective + SP) and full recompute for scale
+    combos = [(("none", False), "no recompute", plotstyle.ORANGE), (("selective", True), "selective + SP", plotstyle.GREEN),
+              (("full", False), "full recompute", plotstyle.PURPLE)]
+    width = 0.27
+    for j, ((rec, sp), name, color) in enumerate(combos):
         sub = out[(out["recompute"] == rec) & (out["sp"] == sp)].set_index("model").loc[[m for m, _ in MODELS]]
-        xs = x + (j - 2.5) * width
-        a1.bar(xs, sub["model_state_gib"], width, color="#7f7f7f", edgecolor="white", linewidth=0.3,
-               label="weights+grads+optimizer" if j == 0 else None)
-        a1.bar(xs, sub["activations_gib"], width, bottom=sub["model_state_gib"], color=plt.cm.viridis(j / 6),
-               edgecolor="white", linewidth=0.3, label=f"activations: {names[j]}")
+        xs = x + (j - 1) * width
+        a1.bar(xs, sub["model_state_gib"], width, color=plotstyle.ROLE["model_state"], edgecolor="white",
+               linewidth=0.5, label="weights + grads + optimizer" if j == 0 else None)
+        a1.bar(xs, sub["activations_gib"], width, bottom=sub["model_state_gib"], color=color, edgecolor="white",
+               linewidth=0.5, label=f"activations, {name}")
     for _, r in fig1.iterrows():  # published totals (model state + activations)
-        sel = "selective" in r["recompute"]
-        j = 3 if sel else 0
-        i = [lab for _, lab in MODELS].index(r["model"])
-        state = model_state[r["model"]]
-        a1.plot(x[i] + (j - 2.5) * width, state + r["value"], "k_", markersize=12, markeredgewidth=2,
-                label="Korthikanti Fig. 1" if (i == 0 and not sel) else None)
-    a1.axhline(80, color="red", linestyle="--", linewidth=1, label="A100 capacity (80 GB)")
-    a1.set_xticks(x, [lab for _, lab in MODELS])
+        j = 1 if "selective" in r["recompute"] else 0
+        i = labels.index(r["model"])
+        a1.plot(x[i] + (j - 1) * width, model_state[r["model"]] + r["value"], "_", color="black", markersize=16,
+                markeredgewidth=2.5, label="Korthikanti Fig. 1" if (i == 0 and j == 0) else None)
+    a1.axhline(capacity_gib, color="black", linestyle="--", linewidth=1.2,
+               label=f"A100-80GB capacity, {capacity_gib:.0f} GiB")
+    a1.set_xticks(x, labels)
     a1.set_ylabel("memory per GPU (GiB)")
-    a1.set_title("Memory per GPU, first pipeline stage")
-    a1.legend(ncol=2, fontsize=7, loc="upper left")
-    a1.set_ylim(0, 240)
+    a1.set_title("Memory per GPU, first pipeline stage (Fig. 1)")
+    a1.set_ylim(0, 245)
+    a1.legend(ncol=2, loc="upper left")
 
     bars = [("none", True), ("selective", False), ("selective", True), ("full", False)]
+    colors = [plotstyle.BLUE, plotstyle.CYAN, plotstyle.GREEN, plotstyle.PURPLE]
     width = 0.2
     for j, key in enumerate(bars):
         sub = out[(out["recompute"] == key[0]) & (out["sp"] == key[1])].set_index("model").loc[[m for m, _ in MODELS]]
         xs = x + (j - 1.5) * width
-        a2.bar(xs, sub["pct_of_baseline"], width, color=plt.cm.viridis(j / 4), label=FIG7[key])
+        a2.bar(xs, sub["pct_of_baseline"], width, color=colors[j], label=FIG7[key])
         for i, (m, lab) in enumerate(MODELS):
             p = fig7[(fig7["model"] == lab) & (fig7["recompute"] == key[0]) & ((fig7["sp"] == "yes") == key[1])]
             if len(p):
-                a2.plot(xs[i], p["value"].iloc[0], "k_", markersize=10, markeredgewidth=2,
+                a2.plot(xs[i], p["value"].iloc[0], "_", color="black", markersize=12, markeredgewidth=2.5,
                         label="Korthikanti Fig. 7" if (i == 0 and j == 0) else None)
-    a2.set_xticks(x, [lab for _, lab in MODELS])
-    a2.set_ylabel("activation memory (% of no recompute, no SP)")
-    a2.set_title("Activation memory relative to the TP-only baseline")
-    a2.set_ylim(0, 80)
-    a2.legend(fontsize=7, loc="upper right", ncol=2)
-    report.figure(fig, GALLERY, "Bars: dse; black ticks: Korthikanti et al. 2022 Fig. 1 (left, totals) and "
-                  "Fig. 7 (right). Errors per bar in the comparison table.")
+    a2.set_xticks(x, labels)
+    a2.set_ylabel("activations (% of no\nrecompute, no SP)")
+    a2.set_title("Activation memory vs the TP-only baseline (Fig. 7)")
+    a2.set_ylim(0, 100)
+    a2.legend(loc="upper center", ncol=3)
+    report.figure(fig, GALLERY, "Bars: dse; black ticks: Korthikanti et al. 2022 Fig. 1 (top: total memory per GPU "
+                  "with the paper's two bars, no recompute and selective + SP; dashed: the A100-80GB capacity in GiB) and "
+                  "Fig. 7 (bottom). Errors per bar in the comparison table.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import COMM_PARTS, best_rows, fmt_mapping, plt, space_frame
+from dse.reports.common import COMM_PARTS, best_rows, fmt_mapping, space_frame
 
 NAME = "moe-ep"
 TITLE = "MoE and expert parallelism: all-to-all time and its share"
@@ -120,24 +120,30 @@ dropless dispatcher and small grouped GEMMs, software rather than hardware), and
 at the price of a dispatch/combine on every MoE layer of every decode step.
 """)
 
-    fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.2))
+    from dse import plotstyle
+    fig, axes = plotstyle.figure(2, 1, height_in=7.8)
+    parts = [("compute_s", "compute", plotstyle.ROLE["compute"]), ("recompute_s", "recompute", plotstyle.ROLE["recompute"]),
+             ("ep_comm_s", "EP all-to-all", plotstyle.ROLE["comm"]),
+             ("other_comm_s", "other comm. (TP/PP/DP)", plotstyle.ROLE["other_comm"]),
+             ("bubble_s", "bubble", plotstyle.ROLE["bubble"]), ("optimizer_s", "optimizer", plotstyle.ROLE["optimizer"])]
     for ax, model in zip(axes, TRAIN):
         sub = best[best["model"] == model]
         x = np.arange(len(sub))
-        parts = [("compute_s", "compute", "#1f77b4"), ("recompute_s", "recompute", "#aec7e8"),
-                 ("ep_comm_s", "EP all-to-all", "#d62728"), ("other_comm_s", "other comm (TP/PP/DP)", "#ff9896"),
-                 ("bubble_s", "bubble", "#7f7f7f"), ("optimizer_s", "optimizer", "#bcbd22")]
         bottom = np.zeros(len(sub))
         for col, lab, c in parts:
-            ax.bar(x, sub[col], bottom=bottom, color=c, label=lab)
+            ax.bar(x, sub[col], 0.7, bottom=bottom, color=c, label=lab)
             bottom += sub[col].to_numpy()
         for xi, share in zip(x, sub["ep_share"]):
-            ax.text(xi, bottom[xi] * 1.01, f"{share:.0%}", ha="center", fontsize=8, color="#d62728")
+            ax.text(xi, bottom[xi] + 0.01 * bottom.max(), f"{share:.0%}", ha="center", va="bottom",
+                    color=plotstyle.RED, fontweight="bold")
         ax.set_xticks(x, [f"EP {e}" for e in sub["ep"]])
         ax.set_ylabel("step time (s)")
-        ax.set_xlabel("expert-parallel degree (best mapping each; red: all-to-all share)")
         ax.set_title(f"{model} training, {TRAIN[model]['gpus']}x H100")
-        ax.set_ylim(0, bottom.max() * 1.12)
+        ax.set_ylim(0, bottom.max() * 1.15)
+    axes[1].set_xlabel("expert-parallel degree (best mapping each)")
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=6, fontsize=8, bbox_to_anchor=(0.5, -0.08))
-    report.figure(fig, GALLERY, "Training step time per EP degree, split into compute, EP all-to-all and the rest.")
+    from matplotlib.patches import Patch
+    handles.append(Patch(color="none", label="red %: all-to-all share of step"))
+    fig.legend(handles, labels + ["red %: all-to-all share of step"], loc="outside lower center", ncol=3)
+    report.figure(fig, GALLERY, "Training step time per EP degree (best mapping each), split into compute, EP "
+                  "all-to-all and the rest; red labels: the all-to-all share of the step.")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import COMM_PARTS, best_rows, fmt_mapping, plt, space_frame
+from dse.reports.common import COMM_PARTS, best_rows, fmt_mapping, space_frame
 
 NAME = "network-topology"
 TITLE = "Network topology: fat tree vs NVL72 vs 2D/3D torus, exposed communication"
@@ -90,20 +90,27 @@ fat-tree configuration itself against published H100 runs on DGX fat trees (tabl
 NVL72 variants have no public measurement of the same job).
 """)
 
-    fig, ax = plt.subplots(figsize=(10, 4.4))
+    from dse import plotstyle
+    fig, ax = plotstyle.figure(1, 1, height_in=5.4)
     x = np.arange(len(order))
     w = 0.38
-    for j, (f, lab) in enumerate(((fixed, "fat tree's mapping"), (best, "best mapping per network"))):
+    for j, (f, lab) in enumerate(((fixed, "fat tree's mapping"), (best, "best per network"))):
         xs = x + (j - 0.5) * w
-        ax.bar(xs, f["step_time_s"] - f["exposed_comm_s"], w, color=["#aec7e8", "#1f77b4"][j],
-               label=f"other step time, {lab}")
-        ax.bar(xs, f["exposed_comm_s"], w, bottom=f["step_time_s"] - f["exposed_comm_s"], color=["#ff9896", "#d62728"][j],
-               label=f"exposed communication, {lab}")
+        ax.bar(xs, f["step_time_s"] - f["exposed_comm_s"], w, color=[plotstyle.LIGHT[plotstyle.BLUE], plotstyle.BLUE][j],
+               label=f"{lab}: rest of step")
+        ax.bar(xs, f["exposed_comm_s"], w, bottom=f["step_time_s"] - f["exposed_comm_s"],
+               color=[plotstyle.LIGHT[plotstyle.RED], plotstyle.RED][j], label=f"{lab}: exposed comm.")
         for xi, c, t in zip(xs, f["exposed_comm_s"], f["step_time_s"]):
-            ax.text(xi, t * 1.01, f"{c:.2f}s", ha="center", fontsize=8)
-    ax.set_xticks(x, order, fontsize=8)
-    ax.set_ylabel("training step time (s); labels: exposed comm.")
-    ax.set_title(f"{JOB['model']}, {JOB['gpus']} B200-class GPUs: step time and exposed communication")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+            ax.text(xi, t + 0.02, f"{c:.2f}", ha="center", va="bottom")
+    import textwrap
+    ax.set_xticks(x, [textwrap.fill(o, 13) for o in order])
+    ax.set_ylabel("training step time (s)")
+    ax.set_ylim(0, float(np.maximum(fixed["step_time_s"], best["step_time_s"]).max()) * 1.12)
+    ax.set_title(f"{JOB['model']}, {JOB['gpus']} B200-class GPUs")
+    handles, labels = ax.get_legend_handles_labels()
+    order_legend = [0, 2, 1, 3]  # the fat tree's mapping in the left column, the best in the right
+    fig.legend([handles[k] for k in order_legend], [labels[k] for k in order_legend], loc="outside lower center",
+               ncol=2, title="numbers on the bars: exposed communication (s)")
     report.figure(fig, GALLERY, "Step time split into exposed communication (red) and the rest, per network; "
-                  "left bar of each pair: the fat tree's best mapping, right bar: each network's best mapping.")
+                  "left bar of each pair: the fat tree's best mapping, right bar: each network's best mapping; "
+                  "numbers: exposed communication (s).")

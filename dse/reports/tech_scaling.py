@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from dse.reports.common import (COMM_PARTS, best_rows, catalog_table, fmt_mapping, plt, space_frame,
+from dse.reports.common import (COMM_PARTS, best_rows, catalog_table, fmt_mapping, space_frame,
                                 system_hardware)
 
 NAME = "tech-scaling"
@@ -140,44 +140,45 @@ parts, so this checks the chain, not an independent prediction. Decode (TPOT) is
 node and improves only when the DRAM generation changes (flat steps where the memory stays the same).
 """)
 
-    # ---- figure ----
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12.5, 4.3), gridspec_kw={"wspace": 0.45})
+    # ---- figure: training shares + step time (top), inference latencies (bottom) ----
+    from dse import plotstyle
+    fig, (a1, a2) = plotstyle.figure(2, 1, height_in=8.0)
     x = np.arange(len(order))
     bottom = np.zeros(len(order))
-    colors = {"compute_only_s": "#1f77b4", "memory_bound_s": "#ff7f0e", "exposed_comm_s": "#d62728", "bubble_s": "#7f7f7f"}
-    names = {"compute_only_s": "compute (GEMM, attention)", "memory_bound_s": "memory-bound",
-             "exposed_comm_s": "exposed communication", "bubble_s": "pipeline bubble"}
+    colors = {"compute_only_s": plotstyle.ROLE["compute"], "memory_bound_s": plotstyle.ROLE["memory"],
+              "exposed_comm_s": plotstyle.ROLE["comm"], "bubble_s": plotstyle.ROLE["bubble"]}
+    names = {"compute_only_s": "compute", "memory_bound_s": "memory-bound",
+             "exposed_comm_s": "exposed comm.", "bubble_s": "pipeline bubble"}
     total = best["step_time_s"].to_numpy()
     for p in ["compute_only_s", "memory_bound_s", "exposed_comm_s", "bubble_s"]:
         share = best[p].to_numpy() / total * 100
-        a1.bar(x, share, bottom=bottom, color=colors[p], label=names[p])
+        a1.bar(x, share, 0.7, bottom=bottom, color=colors[p], label=names[p])
         bottom += share
     ax2 = a1.twinx()
-    ax2.plot(x, total, "ko-", label="step time")
+    ax2.plot(x, total, "o-", color="black", label="step time (right axis)")
     ax2.set_yscale("log")
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
-    ax2.yaxis.set_major_formatter(ScalarFormatter())
-    ax2.yaxis.set_minor_formatter(NullFormatter())
-    ax2.set_yticks([t for t in (1, 2, 5, 10, 20, 50, 100, 200) if total.min() / 2 <= t <= total.max() * 2])
+    plotstyle.plain_log_ticks(ax2.yaxis)
     ax2.set_ylabel("step time (s, log)")
     ax2.grid(False)
-    a1.set_xticks(x, [f"{n}\n{m}" for n, m in zip(hw["node"], hw["memory"])], fontsize=8)
-    a1.set_ylabel("share of training step time (%)")
+    ax2.spines["right"].set_visible(True)
+    a1.set_xticks(x, [f"{n}\n{m}" for n, m in zip(hw["node"], hw["memory"])])
+    a1.set_ylabel("share of step time (%)")
     a1.set_ylim(0, 100)
     a1.set_title(f"Training {TRAIN['model']}, {TRAIN['gpus']} accelerators")
     h1, l1 = a1.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    a1.legend(h1 + h2, l1 + l2, fontsize=7, loc="lower left")
+    a1.legend(h1 + h2, l1 + l2, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3)
 
     for b, style in ((1, "-"), (64, "--")):
         sub = io[io["batch"] == b]
-        a2.plot(x, sub["ttft_s"].to_numpy() * 1e3, "o" + style, color="#1f77b4", label=f"TTFT, batch {b}")
-        a2.plot(x, sub["tpot_s"].to_numpy() * 1e3, "s" + style, color="#ff7f0e", label=f"TPOT, batch {b}")
+        a2.plot(x, sub["ttft_s"].to_numpy() * 1e3, "o" + style, color=plotstyle.BLUE, label=f"TTFT, batch {b}")
+        a2.plot(x, sub["tpot_s"].to_numpy() * 1e3, "s" + style, color=plotstyle.ORANGE, label=f"TPOT, batch {b}")
     a2.set_yscale("log")
+    plotstyle.plain_log_ticks(a2.yaxis)
     a2.set_xticks(x, order)
     a2.set_ylabel("latency (ms, log)")
     a2.set_xlabel("logic node (memory and network advance with it)")
     a2.set_title(f"Inference {INFER['model']}, TP {INFER['tp']}")
-    a2.legend(fontsize=8)
-    report.figure(fig, GALLERY, "Left: training step-time shares per node (bars) and step time (line). "
-                  "Right: inference TTFT and TPOT per node.")
+    a2.legend(loc="upper right", ncol=2)
+    report.figure(fig, GALLERY, "Top: training step-time shares per node (bars, left axis) and step time (line, "
+                  "right axis, log). Bottom: inference TTFT and TPOT per node (log).")

@@ -1,15 +1,13 @@
 """pareto.png: the study's trials and front (one panel per pair of objectives)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from dse import plotstyle
 from dse.study.spec import Study
-
-LOG_AXIS_SPAN = 4.0  # an axis whose values span more than this ratio is drawn in log scale
 
 
 def label(col: str) -> str:
@@ -28,13 +26,19 @@ def plot_front(st: Study, frame: pd.DataFrame, front: pd.DataFrame, path: Path, 
     full space, so in a projection its points are highlighted, not joined)."""
     import itertools
 
-    from matplotlib.figure import Figure  # no pyplot: no global state, no backend start-up
     feas = frame["feasible"].astype(bool).to_numpy()
     pairs = list(itertools.combinations(range(len(st.objectives)), 2)) or [None]
     cols = min(len(pairs), 3)
     rows = -(-len(pairs) // cols)
-    fig = Figure(figsize=(7.5 if cols == 1 else 5.2 * cols, 5.2 * rows), dpi=110)
-    axes = fig.subplots(rows, cols, squeeze=False)
+    with plotstyle.context():  # the house style (dse.plotstyle), no pyplot global state
+        fig, axes = plotstyle.figure(rows, cols, height_in=5.0 * rows if cols == 1 else 4.6 * rows,
+                                     width_in=plotstyle.WIDTH_IN if cols == 1 else 4.6 * cols, squeeze=False)
+        _draw(fig, axes, st, frame, front, feas, pairs, true_front)
+        plotstyle.save(fig, path)
+
+
+def _draw(fig, axes, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: np.ndarray, pairs,
+          true_front: pd.DataFrame | None) -> None:
     for ax, pair in zip(axes.flat, pairs):
         if pair is None:
             _single_objective_panel(ax, st, frame, front, feas)
@@ -44,25 +48,21 @@ def plot_front(st: Study, frame: pd.DataFrame, front: pd.DataFrame, path: Path, 
     for ax in list(axes.flat)[len(pairs):]:
         ax.set_visible(False)
     fig.suptitle(f"{st.name}: {len(frame)} designs (distinct outer points), {int(feas.sum())} feasible, "
-                 f"sampler {st.sampler}", fontsize=11)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp)
-    os.replace(tmp, path)
+                 f"sampler {st.sampler}")
 
 
 def _single_objective_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: np.ndarray) -> None:
     c = st.objectives[0]
     y = frame[c].to_numpy(dtype=float)
     x = frame["trial"].to_numpy()
-    ax.scatter(x[feas], y[feas], s=14, c="#7fa7d4", label="feasible trials")
-    ax.scatter(x[~feas], y[~feas], s=14, marker="x", c="#999999", label="infeasible trials")
+    ax.scatter(x[feas], y[feas], s=20, c="#7fa7d4", label="feasible trials")
+    ax.scatter(x[~feas], y[~feas], s=20, marker="x", c="#999999", label="infeasible trials")
     if len(front):
         ax.scatter(front["trial"], front[c], s=60, c="#d62728", label="best")
     ax.set_xlabel("trial number (one per design)")
     ax.set_ylabel(label(c))
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(loc="best")
 
 
 def _pair_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: np.ndarray, i: int, j: int,
@@ -73,9 +73,9 @@ def _pair_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: n
     if len(front):
         dom &= ~frame["trial"].isin(front["trial"]).to_numpy()
     inf = ~feas & np.isfinite(x) & np.isfinite(y)
-    ax.scatter(x[inf], y[inf], s=16, marker="x", c="#aaaaaa", linewidths=0.8,
+    ax.scatter(x[inf], y[inf], s=22, marker="x", c="#aaaaaa", linewidths=0.8,
                label=f"infeasible ({int((~feas).sum())}; least-violating mapping shown)")
-    ax.scatter(x[dom], y[dom], s=16, c="#7fa7d4", alpha=0.8, label=f"dominated ({int(dom.sum())})")
+    ax.scatter(x[dom], y[dom], s=22, c="#7fa7d4", alpha=0.8, label=f"dominated ({int(dom.sum())})")
     if true_front is not None and len(true_front):
         tf = true_front.sort_values(cx)
         ax.plot(tf[cx], tf[cy], "--", c="#2ca02c", lw=1, drawstyle="steps-post", label="true front (exhaustive)")
@@ -85,17 +85,15 @@ def _pair_panel(ax, st: Study, frame: pd.DataFrame, front: pd.DataFrame, feas: n
             ax.plot(fr[cx], fr[cy], "-", c="#d62728", lw=1.2, drawstyle="steps-post")
         ax.scatter(fr[cx], fr[cy], s=46, c="#d62728", edgecolors="black", linewidths=0.5, zorder=3,
                    label=f"Pareto front ({len(fr)} designs)")
-    for arr, setter in ((x[feas | inf], ax.set_xscale), (y[feas | inf], ax.set_yscale)):
-        a = arr[np.isfinite(arr) & (arr > 0)]
-        # log where the values span more than ~4x: dominated outliers would otherwise squash the
-        # front into a corner of a linear axis
-        if len(a) and a.max() / max(a.min(), 1e-300) > LOG_AXIS_SPAN:
-            setter("log")
+    # log where the values span more than plotstyle.LOG_AXIS_SPAN: dominated outliers would
+    # otherwise squash the front into a corner of a linear axis
+    plotstyle.auto_log(ax, "x", x[feas | inf])
+    plotstyle.auto_log(ax, "y", y[feas | inf])
     for axis in ("x", "y"):  # large linear values (dollars) in scientific notation, not run together
         if getattr(ax, f"get_{axis}scale")() == "linear":
             ax.ticklabel_format(axis=axis, style="sci", scilimits=(-3, 4), useMathText=True)
     ax.set_xlabel(label(cx) + (" [min]" if st.senses[i] == "min" else " [max]"))
     ax.set_ylabel(label(cy) + (" [min]" if st.senses[j] == "min" else " [max]"))
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=8, loc="best")
+    ax.legend(loc="best")
 
