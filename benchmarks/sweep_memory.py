@@ -7,8 +7,9 @@
 The sweep streams: the space is a mixed-radix index (never materialised), each worker holds one
 chunk at a time and writes it to its own Parquet part file, and the parent only counts rows. So
 peak memory is (workers + 1) x one chunk's working set, whatever the space size. A background
-thread samples the resident memory of this process and all its descendants (psutil) every 50 ms
-and reports the peak of the sum and of the largest single process. Output goes to a temporary
+thread samples the resident memory of this process and all its descendants (psutil, from the
+`bench` extra: pip install -e '.[bench]') every 50 ms and reports the peak of the sum and of the
+largest single process. Output goes to a temporary
 directory that is deleted afterwards.
 """
 from __future__ import annotations
@@ -52,7 +53,10 @@ def synthetic_space(points: int) -> dict:
 
 class PeakRSS:
     def __init__(self, interval: float = 0.05):
-        import psutil
+        try:
+            import psutil
+        except ImportError:
+            raise SystemExit("benchmarks/sweep_memory.py needs psutil: pip install -e '.[bench]'") from None
         self.proc = psutil.Process()
         self.interval = interval
         self.peak_total = self.peak_single = 0

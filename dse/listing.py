@@ -1,10 +1,17 @@
-"""`dse list systems|models|frameworks|columns|reasons|nodes|memories|networks|packages`: what the
-catalogs and the column schema hold."""
+"""`dse list systems|models|frameworks|columns|reasons|assumptions|nodes|memories|networks|packages`:
+what the catalogs and the column schema hold. `assumptions` are the economic defaults behind every
+dollar figure (electricity price, PUE, lifetime, margin, host and network cost, ...) and the
+technology model's constants, each with its basis (dse/catalog/assumptions.csv)."""
 from __future__ import annotations
 
 from dse import catalog
 
-WHAT = ("systems", "models", "frameworks", "columns", "reasons", "nodes", "memories", "networks", "packages")
+WHAT = ("systems", "models", "frameworks", "columns", "reasons", "assumptions", "nodes", "memories", "networks",
+        "packages")
+# What each kind of assumption feeds, by the schema group of the column it is the default of.
+ASSUMPTION_USE = {"economics": "cost per run and per Mtoken (capex amortisation, energy)",
+                  "technology": "price of a technology-derived accelerator"}
+OTHER_ASSUMPTION_USE = "technology model constant"
 
 
 def table(what: str):
@@ -25,6 +32,25 @@ def table(what: str):
     if what == "reasons":
         return pd.DataFrame([{"code": r.code, "key": r.key, "field": r.field, "message": r.message}
                              for r in schema.REASONS])
+    if what == "assumptions":
+        return assumptions_table()
     import dse.hardware as hw
     t = getattr(hw, what)()
     return t[[c for c in t.columns if not any(w in c for w in ("source", "basis", "notes", "aliases"))]]
+
+
+def assumptions_table():
+    """assumptions.csv with what each number feeds: economic defaults first, then the accelerator
+    price model's, then the technology model's constants."""
+    from importlib import resources
+
+    import pandas as pd
+
+    from dse import schema
+    with resources.files("dse.catalog").joinpath("assumptions.csv").open("r") as fh:
+        t = pd.read_csv(fh)
+    cols = schema.columns()
+    group = [cols[n].group if n in cols and cols[n].group in ASSUMPTION_USE else "" for n in t["name"]]
+    t.insert(3, "used_for", [ASSUMPTION_USE.get(g, OTHER_ASSUMPTION_USE) for g in group])
+    order = sorted(range(len(t)), key=lambda i: (list(ASSUMPTION_USE).index(group[i]) if group[i] else 2, i))
+    return t.iloc[order].reset_index(drop=True)

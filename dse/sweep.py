@@ -1,7 +1,7 @@
 """Exhaustive sweeps: every row of a Space, in chunks, in parallel, into a Parquet dataset.
 
     sweep(space, out=None, jobs=-1, backend="loky", scheduler=None, overwrite=False,
-          progress=None, evaluator=None, chunk_size=None) -> SweepResult
+          progress=None, evaluator=None, chunk_size=None, allow_code_evaluator=False) -> SweepResult
 
 Each chunk is one task: `space.chunk(a, b)` -> evaluator (dict of arrays in, dict out) -> Arrow
 table -> `part-<chunk id>.parquet`, written by the worker itself (atomically), so nothing but
@@ -14,8 +14,11 @@ LocalCluster with `jobs` workers is started): the same chunks through joblib's d
 a remote cluster the output directory must be on a filesystem the workers share.
 
 The evaluator is `space.evaluator` unless given: "training" -> dse.evaluate_training,
-"inference" -> dse.evaluate_inference, "package.module:function", or any callable taking and
-returning a dict of column arrays.
+"inference" -> dse.evaluate_inference (the registered names, dse.space.spec.REGISTERED_EVALUATORS),
+or, given here, any callable taking and returning a dict of column arrays (or its
+"package.module:function" name). No code from data files: a space whose `evaluator` names other
+code ("subprocess:run") is refused before anything is imported unless the caller passes
+`allow_code_evaluator=True` (`dse sweep --allow-code-evaluator`).
 
 bench_sweep() runs spaces/gpt3-175b-a100-4096.yaml end to end and prints rows, wall time, rows/s.
 """
@@ -34,6 +37,7 @@ from pathlib import Path
 from dse import store
 from dse.errors import ConfigError
 from dse.space import Space, load_space
+from dse.space.spec import EVALUATORS, REGISTERED_EVALUATORS, code_evaluator
 
 BACKENDS = ("loky", "dask")
 
@@ -53,17 +57,27 @@ class SweepResult:
 
 
 def resolve_evaluator(spec):
-    """'training' | 'inference' | 'pkg.mod:func' | callable -> callable."""
+    """'training' | 'inference' | 'pkg.mod:func' | callable -> callable (imports the named code:
+    check a space file's evaluator with `check_space_evaluator` first)."""
     if callable(spec):
         return spec
-    if spec in (None, "training", "inference"):  # the public API: wherever the drivers live
-        return getattr(import_module("dse"), f"evaluate_{spec or 'training'}")
+    spec = REGISTERED_EVALUATORS.get(spec or "training", spec)
     mod, _, fn = str(spec).partition(":")
     try:
         return getattr(import_module(mod), fn)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"evaluator: cannot import '{spec}' ({exc}); use training, inference or "
                           "package.module:function") from None
+
+
+def check_space_evaluator(space: Space, allow_code_evaluator: bool = False) -> None:
+    """Refuse, before anything is imported, a space whose `evaluator` names code outside the registry."""
+    if code_evaluator(space.evaluator) and not allow_code_evaluator:
+        where = f"{space.source}: " if getattr(space, "source", None) else ""
+        raise ConfigError(f"{where}evaluator: '{space.evaluator}' names Python code to import and run, and a space "
+                          f"file may name only a registered evaluator ({', '.join(EVALUATORS)}); pass a callable "
+                          "as dse.sweep(space, evaluator=...), or allow_code_evaluator=True "
+                          "(`dse sweep --allow-code-evaluator`) if you trust the file")
 
 
 def _evaluator_name(spec) -> str:
@@ -87,6 +101,19 @@ def _run_chunk(space: Space, out: str, chunk_id: int, start: int, stop: int, eva
     return store.write_part(out, chunk_id, table)
 
 
+def _run_span(space: Space, out: str, chunk_id: int, start: int, stop: int, evaluator, meta: bytes):
+    """`_run_chunk`, also returning the span of the index it covered (for the progress bar)."""
+    return stop - start, _run_chunk(space, out, chunk_id, start, stop, evaluator, meta)
+
+
+def _progress_bar(space: Space, todo):
+    """A tqdm bar counting rows (index positions) with rows/s; a resumed sweep starts at the rows done."""
+    from tqdm.auto import tqdm
+    remaining = sum(b - a for _, a, b in todo)
+    return tqdm(total=space.size, initial=space.size - remaining, unit="row", unit_scale=True,
+                desc=space.name, dynamic_ncols=True, smoothing=0.05)
+
+
 def _show_progress(progress) -> bool:
     if progress is not None:
         return bool(progress)
@@ -98,8 +125,12 @@ def default_out(space: Space) -> Path:
 
 
 def sweep(space, out=None, jobs: int = -1, backend: str = "loky", scheduler=None,
-          overwrite: bool = False, progress=None, evaluator=None, chunk_size: int | None = None) -> SweepResult:
-    """Evaluate every row of `space` (a Space, path or mapping) into the Parquet dataset `out`."""
+          overwrite: bool = False, progress=None, evaluator=None, chunk_size: int | None = None,
+          allow_code_evaluator: bool = False) -> SweepResult:
+    """Evaluate every row of `space` (a Space, path or mapping) into the Parquet dataset `out`.
+
+    `evaluator` (a callable, or a registered name) overrides the space's; `allow_code_evaluator`
+    lets the space's own `evaluator` name code outside the registry (`package.module:function`)."""
     t0 = time.perf_counter()
     space = load_space(space)
     if backend not in BACKENDS:
@@ -108,6 +139,8 @@ def sweep(space, out=None, jobs: int = -1, backend: str = "loky", scheduler=None
         raise ConfigError("--scheduler: only with --backend dask")
     if jobs is None or int(jobs) == 0 or int(jobs) < -1:
         raise ConfigError(f"--jobs {jobs}: use a positive number of workers or -1 for all cores")
+    if evaluator is None:
+        check_space_evaluator(space, allow_code_evaluator)
     ev = evaluator if evaluator is not None else space.evaluator
     fn = resolve_evaluator(ev)
     # Fail early, in this process, on bad names (unknown model/system, ...): evaluate a few rows.
@@ -137,19 +170,16 @@ def _sweep(space, out, jobs, client, overwrite, progress, ev, fn, chunk_size, t0
     n_chunks = space.n_chunks(cs)
     ev_task = ev if isinstance(ev, str) else fn
     written = 0
-    bar = None
-    if _show_progress(progress) and todo:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=n_chunks, initial=n_chunks - len(todo), unit="chunk", desc=space.name,
-                   dynamic_ncols=True)
+    bar = _progress_bar(space, todo) if _show_progress(progress) and todo else None
     try:
         if todo:
-            tasks = [joblib.delayed(_run_chunk)(space, str(out), cid, a, b, ev_task, meta) for cid, a, b in todo]
-            for rows in _execute(tasks, jobs, client):
+            tasks = [joblib.delayed(_run_span)(space, str(out), cid, a, b, ev_task, meta) for cid, a, b in todo]
+            for span, rows in _execute(tasks, jobs, client):
                 written += rows
                 if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(rows=f"{written:,}", refresh=False)
+                    bar.update(span)
+                    if not space.exact:  # lazy constraints: index positions advance, fewer rows are written
+                        bar.set_postfix(written=f"{written:,}", refresh=False)
     finally:
         if bar is not None:
             bar.close()

@@ -121,3 +121,19 @@ def test_chiplet_cost_anchors_and_yield(reports):
     for _, g in designs.groupby(["node", "total_area_mm2"]):  # smaller dies yield better
         g = g.sort_values("compute_dies")
         assert (g["die_yield"].diff().dropna() > 0).all()
+
+
+def test_figures_sized_for_the_gallery(reports):
+    """Every report figure is ~900 px wide in the house style, so at the README gallery's ~440 px
+    its smallest text (dse.plotstyle.MIN_FONT_PT) is still ~9 px."""
+    import matplotlib.image as mpimg
+
+    from dse import plotstyle
+    assert plotstyle.WIDTH_IN * plotstyle.DPI <= 950
+    assert plotstyle.MIN_FONT_PT * plotstyle.DPI / 72 * 440 / (plotstyle.WIDTH_IN * plotstyle.DPI) >= 9.0
+    sizes = [v for k, v in plotstyle.RC.items() if k.endswith(("font.size", "titlesize", "labelsize", "legend.fontsize"))]
+    assert min(sizes) >= plotstyle.MIN_FONT_PT
+    for r in reports.values():
+        for f in r.figures:
+            assert mpimg.imread(r.out / f).shape[1] == round(plotstyle.WIDTH_IN * plotstyle.DPI), (r.name, f)
+    assert "GiB)" in (reports["memory-recompute"].out / "report.md").read_text()

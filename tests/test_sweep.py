@@ -107,8 +107,11 @@ def test_callable_evaluator_and_output_dtypes(tmp_path):
 
 
 def test_unknown_evaluator_and_backend():
+    code = Space.from_dict({**SPACE, "evaluator": "nope.module:fn"})
+    with pytest.raises(ConfigError, match="names Python code"):  # no code from data files
+        sweep(code, out="/tmp/never-written")
     with pytest.raises(ConfigError, match="cannot import"):
-        sweep(Space.from_dict({**SPACE, "evaluator": "nope.module:fn"}), out="/tmp/never-written")
+        sweep(code, out="/tmp/never-written", allow_code_evaluator=True)
     with pytest.raises(ConfigError, match="--backend"):
         sweep(Space.from_dict(SPACE), out="/tmp/never-written", backend="ray")
     assert not Path("/tmp/never-written").exists()
@@ -143,7 +146,7 @@ def test_sigkill_and_restart_yields_every_row_exactly_once(tmp_path):
     assert sp.n_chunks() >= 30
     out = tmp_path / "out"
     env = dict(os.environ, CI="1", PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(cli_cmd("sweep", spath, "--out", out, "--jobs", "2"), env=env,
+    proc = subprocess.Popen(cli_cmd("sweep", spath, "--out", out, "--jobs", "2", "--allow-code-evaluator"), env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
@@ -160,8 +163,8 @@ def test_sigkill_and_restart_yields_every_row_exactly_once(tmp_path):
             proc.wait()
     done_before = len(store.done_chunks(out))
     assert 0 < done_before < sp.n_chunks()
-    r = subprocess.run(cli_cmd("sweep", spath, "--out", out, "--jobs", "2"), env=env, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(cli_cmd("sweep", spath, "--out", out, "--jobs", "2", "--allow-code-evaluator"), env=env,
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "already done" in r.stdout
     df = store.read_results(out)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dse.bench import BENCHES
+from dse.cli.sweep import int_arg, positive_int
 
 
 def run(args) -> int:
@@ -19,9 +20,14 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="measure evaluation speed (rows/s)")
-    p.add_argument("what", nargs="?", default="all", choices=["all", *BENCHES, "sweep"])
-    p.add_argument("--rows", type=int, default=1_000_000)
-    p.add_argument("--repeat", type=int, default=5, help="timed repetitions; the median is reported")
-    p.add_argument("--jobs", type=int, default=-1, help="worker processes for `bench sweep` (-1: all cores)")
+    p = sub.add_parser("bench", help="measure evaluation speed (rows/s)", description=__doc__.splitlines()[0])
+    what = ["all", *BENCHES, "sweep"]
+    p.add_argument("what", nargs="?", default="all", choices=what,
+                   help=f"what to measure; one of {', '.join(what)} (default: all, which excludes sweep)")
+    p.add_argument("--rows", type=positive_int, default=1_000_000,
+                   help="rows per evaluation benchmark (default: 1000000)")
+    p.add_argument("--repeat", type=positive_int, default=5,
+                   help="timed repetitions; the median is reported (default: 5)")
+    p.add_argument("--jobs", type=int_arg, default=-1,
+                   help="worker processes for `bench sweep`: a positive number, or -1 for all cores (default: -1)")
     p.set_defaults(func=run)

@@ -1,12 +1,23 @@
-"""`dse list WHAT`: the catalogs, the column schema and the infeasibility reasons (dse.listing)."""
+"""`dse list WHAT [--json]`: the catalogs, the column schema, the infeasibility reasons and the
+economic assumptions (dse.listing). `--json` prints {what, rows: [{column: value}, ...]}."""
 from __future__ import annotations
 
+from dse.cli.output import JSON_HELP, emit_json, records
 from dse.listing import WHAT, table
 
 
 def run(args) -> int:
     import pandas as pd
     t = table(args.what)
+    if args.json:
+        emit_json({"what": args.what, "rows": records(t.reset_index() if args.what == "systems" else t)})
+        return 0
+    if args.what == "assumptions":  # long bases: one entry per line, grouped by what they feed
+        for use, rows in t.groupby("used_for", sort=False):
+            print(f"# {use}")
+            for r in rows.itertuples(index=False):
+                print(f"{r.name:30s} {r.value:>12g} {r.unit:11s} {r.basis}")
+        return 0
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 300,
                            "display.max_colwidth", 90):
         print(t.to_string(index=args.what == "systems"))
@@ -14,6 +25,8 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("list", help="list a catalog (systems, models, frameworks, ...), the columns or the reasons")
-    p.add_argument("what", choices=WHAT, help="what to list")
+    p = sub.add_parser("list", help="list a catalog (systems, models, ...), the columns, the reasons or the "
+                                    "economic assumptions", description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=WHAT, help=f"what to list; one of {', '.join(WHAT)}")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=run)

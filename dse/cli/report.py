@@ -30,8 +30,9 @@ def register(sub) -> None:
                        description=__doc__)
     p.add_argument("name", help="study name (memory-recompute, gpu-generations, tech-scaling, inference-roofline, "
                    "dram-scaling, moe-ep, network-topology, chiplet-cost) or all")
-    p.add_argument("--out", default=None, help="output directory (default results/<name>)")
-    p.add_argument("--quick", action="store_true", help="reduced settings (smaller mapping spaces), for tests")
+    p.add_argument("--out", default=None, help="output directory (default: results/<name>)")
+    p.add_argument("--quick", action="store_true", help="reduced settings (smaller mapping spaces), for tests (default: full settings)")
     p.add_argument("--gallery", action="store_true",
-                   help="also refresh the README's figure in docs/gallery/ (for maintainers, in a checkout)")
+                   help="also refresh the README's figure in docs/gallery/ (for maintainers, in a checkout; "
+                        "default: off)")
     p.set_defaults(func=run)

@@ -42,17 +42,18 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("roofline", help="compute- vs memory-bound GEMMs of inference per system (table + PNG)")
+    p = sub.add_parser("roofline", help="compute- vs memory-bound GEMMs of inference per system (table + PNG)",
+                       description=__doc__.splitlines()[0])
     p.add_argument("model", help="catalog model name (see `dse list models`)")
-    p.add_argument("--systems", default="a100-80gb,h100-sxm,b200", help="comma-separated catalog systems")
-    p.add_argument("--batch", type=int, default=1, help="sequences (default 1)")
-    p.add_argument("--isl", type=int, default=2048, help="input (prompt) tokens per sequence (default 2048)")
-    p.add_argument("--osl", type=int, default=128, help="output tokens per sequence (default 128)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
-    p.add_argument("--precision", default="bf16", choices=["bf16", "fp8", "fp4"], help="GEMM precision (default bf16)")
+    p.add_argument("--systems", default="a100-80gb,h100-sxm,b200", help="comma-separated catalog systems, see `dse list systems` (default: a100-80gb,h100-sxm,b200)")
+    p.add_argument("--batch", type=int, default=1, help="sequences (default: 1)")
+    p.add_argument("--isl", type=int, default=2048, help="input (prompt) tokens per sequence (default: 2048)")
+    p.add_argument("--osl", type=int, default=128, help="output tokens per sequence (default: 128)")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default: 1)")
+    p.add_argument("--precision", default="bf16", choices=["bf16", "fp8", "fp4"], help="GEMM precision; one of bf16, fp8, fp4 (default: bf16)")
     p.add_argument("--kv-precision", dest="kv_precision", default="bf16", choices=["bf16", "fp8", "fp4"],
-                   help="KV-cache precision (default bf16)")
+                   help="KV-cache precision; one of bf16, fp8, fp4 (default: bf16)")
     p.add_argument("--phases", default="prefill,decode",
-                   help="comma-separated phases: prefill, decode, train (a training micro-batch) (default prefill,decode)")
-    p.add_argument("--out", default="results/roofline", help="directory for the PNG and CSV (default results/roofline)")
+                   help="comma-separated phases: prefill, decode, train (a training micro-batch) (default: prefill,decode)")
+    p.add_argument("--out", default="results/roofline", help="directory for the PNG and CSV (default: results/roofline)")
     p.set_defaults(func=run)

@@ -5,38 +5,48 @@
         then print the Pareto front and write trials.parquet, pareto.parquet, pareto.png, manifest.json
     dse study worker STUDY --storage postgresql+psycopg://user@host:port/db [--budget N] [--seed S]
         join a shared study: any number of workers on any machines, together evaluating `budget` designs
-    dse study show STUDY [--out DIR] [--rows N]
-        print the Pareto front from the Parquet rows of every worker
+    dse study show STUDY [--out DIR] [--rows N] [--json]
+        print the Pareto front from the Parquet rows of every worker; --json prints
+        {study, out, objectives, senses, designs, feasible, front_designs, front: [row, ...]}
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+from dse.cli.output import JSON_HELP, emit_json, records
+from dse.cli.sweep import positive_int
 from dse.errors import ConfigError
 
 
 def register(sub) -> None:
     p = sub.add_parser("study", help="Optuna multi-objective studies: hardware x mapping Pareto fronts",
                        description=__doc__.splitlines()[0])
-    ss = p.add_subparsers(dest="study_command", required=True)
+    ss = p.add_subparsers(dest="study_command", required=True, metavar="ACTION",
+                          help="run, worker or show (`dse study ACTION --help` for its options)")
     for name, hlp in (("run", "run or resume a study here (embedded journal storage by default)"),
                       ("worker", "join a shared study (PostgreSQL storage)")):
         q = ss.add_parser(name, help=hlp)
         q.add_argument("study", help="study file (studies/*.yaml) or its name")
-        q.add_argument("--budget", type=int, default=None, help="distinct designs (outer points) to evaluate, all workers together (default: the file's)")
+        q.add_argument("--budget", type=positive_int, default=None,
+                       help="distinct designs (outer points) to evaluate, all workers together "
+                            "(default: the study file's budget)")
         q.add_argument("--storage", default=None, required=(name == "worker"),
-                       help="Optuna storage URL, e.g. postgresql+psycopg://user@host:5432/db")
-        q.add_argument("--out", default=None, help="results directory (default results/<study>)")
-        q.add_argument("--seed", type=int, default=None, help="sampler seed (default: from the study; workers: unique)")
-        q.add_argument("--quiet", action="store_true", help="print only the summary line")
+                       help="Optuna storage URL, e.g. postgresql+psycopg://user@host:5432/db or journal:FILE "
+                            + ("(required)" if name == "worker" else "(default: journal:<out>/journal.log)"))
+        q.add_argument("--out", default=None, help="results directory (default: results/<study name>)")
+        q.add_argument("--seed", type=int, default=None,
+                       help="sampler seed (default: the study file's; workers: a unique one each)")
+        q.add_argument("--quiet", action="store_true", help="print only the summary line (default: the front too)")
         if name == "run":
             q.add_argument("--exhaustive-check", action="store_true",
-                           help="also sweep the (enumerable) outer space; report the hypervolume ratio")
+                           help="also sweep the (enumerable) outer space and report the hypervolume ratio "
+                                "(default: off)")
         q.set_defaults(func=_run, worker=(name == "worker"))
     q = ss.add_parser("show", help="print the Pareto front of a study's results")
     q.add_argument("study", help="study file (studies/*.yaml) or its name")
-    q.add_argument("--out", default=None, help="results directory (default results/<study>)")
-    q.add_argument("--rows", type=int, default=40, help="front rows to print (default 40)")
+    q.add_argument("--out", default=None, help="results directory (default: results/<study name>)")
+    q.add_argument("--rows", type=positive_int, default=40, help="front rows to print as text (default: 40)")
+    q.add_argument("--json", action="store_true", help=JSON_HELP + " (the whole front, every column)")
     q.set_defaults(func=_show)
 
 
@@ -74,6 +84,11 @@ def _show(args) -> int:
         raise ConfigError(f"{out}: no study results here; run `dse study run {args.study}` first")
     frame = S.read_trials(out)
     front = S.pareto_rows(st, frame)
+    if args.json:
+        emit_json({"study": st.name, "out": str(out), "objectives": list(st.objectives), "senses": list(st.senses),
+                   "designs": len(frame), "feasible": int(frame["feasible"].astype(bool).sum()) if len(frame) else 0,
+                   "front_designs": len(front), "front": records(front)})
+        return 0
     print(f"Pareto front of {st.name}: {len(front)} of {len(frame)} designs "
           f"({int(frame['feasible'].astype(bool).sum()) if len(frame) else 0} feasible; a design is a distinct outer point)")
     print(S.front_table(st, front, max_rows=args.rows))

@@ -34,6 +34,7 @@ def run(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("validate", help="compare predictions with published measurements")
-    p.add_argument("--json", action="store_true", help="print rows and summary as JSON")
-    p.add_argument("--suite", action="append", choices=sorted(SUITES), help="only these suites (repeatable)")
+    p.add_argument("--json", action="store_true", help="print rows and summary as one JSON object instead of text")
+    p.add_argument("--suite", action="append", choices=sorted(SUITES), help=f"only this suite; repeat for several; one of {', '.join(sorted(SUITES))} "
+                        "(default: every suite)")
     p.set_defaults(func=run)

@@ -7,6 +7,7 @@ catalog constants (model dimensions, per-GPU hardware columns).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,18 @@ TOP_KEYS = ("name", "description", "evaluator", "seed", "chunk_size", "fixed", "
 AXIS_KINDS = ("values", "range", "pow2", "divisors_of", "derive")
 AXIS_EXTRA = {"values": (), "range": ("step",), "pow2": (), "divisors_of": (), "derive": ("real",)}
 EVALUATORS = ("training", "inference")
+# Registered evaluators: the names a space file may give, each one of dse's own functions (also
+# accepted under that dotted spelling). Any other `package.module:function` names code to import
+# and run: the sweep refuses it unless the caller allows it (see `code_evaluator`).
+REGISTERED_EVALUATORS = {"training": "dse:evaluate_training", "inference": "dse:evaluate_inference",
+                         "toy": "dse.sweep:evaluate_toy"}
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def code_evaluator(evaluator) -> bool:
+    """True when `evaluator` (a space's evaluator string) names code outside the registry."""
+    return isinstance(evaluator, str) and evaluator not in REGISTERED_EVALUATORS \
+        and evaluator not in REGISTERED_EVALUATORS.values()
 
 
 @dataclass(frozen=True)
@@ -243,8 +256,9 @@ def parse_spec(raw, source: str, name: str | None = None) -> SpaceSpec:
     check_keys(ctx, "", raw, TOP_KEYS)
     nm = _parse_name(ctx, raw, source, name)
     ev = raw.get("evaluator", "training")
-    if not isinstance(ev, str) or (ev not in EVALUATORS and ":" not in ev):
-        raise ctx.error("evaluator", f"unknown evaluator {ev!r}; use training, inference or package.module:function")
+    if not isinstance(ev, str) or (ev not in REGISTERED_EVALUATORS and not _DOTTED.match(ev)):
+        raise ctx.error("evaluator", f"unknown evaluator {ev!r}; use one of {', '.join(EVALUATORS)} (a custom "
+                        "evaluator is a callable given to dse.sweep(space, evaluator=...))")
     seed = as_int(ctx, "seed", raw.get("seed", 0))
     cs = raw.get("chunk_size")
     if cs is not None:
