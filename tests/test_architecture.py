@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[1] / "dse"
 
 # Stages of the data flow, earliest first. Shared registries (errors, columns, schema, catalog)
 # may be imported by every stage; a module may import its own stage and earlier ones only.
-SHARED = ("dse.errors", "dse.columns", "dse.schema", "dse.catalog")
+SHARED = ("dse.errors", "dse.columns", "dse.schema", "dse.catalog", "dse.plotstyle")
 STAGES = (
     ("dse.resolve",),
     ("dse.hardware",),
