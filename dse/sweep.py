@@ -39,6 +39,7 @@ from dse.errors import ConfigError
 from dse.space import Space, load_space
 from dse.space.spec import EVALUATORS, REGISTERED_EVALUATORS, code_evaluator
 
+MAX_POINTS = 10**10  # a larger space is refused unless the caller raises max_points (`--max-points`)
 BACKENDS = ("loky", "dask")
 
 
@@ -126,13 +127,16 @@ def default_out(space: Space) -> Path:
 
 def sweep(space, out=None, jobs: int = -1, backend: str = "loky", scheduler=None,
           overwrite: bool = False, progress=None, evaluator=None, chunk_size: int | None = None,
-          allow_code_evaluator: bool = False) -> SweepResult:
+          allow_code_evaluator: bool = False, max_points: int = MAX_POINTS) -> SweepResult:
     """Evaluate every row of `space` (a Space, path or mapping) into the Parquet dataset `out`.
 
     `evaluator` (a callable, or a registered name) overrides the space's; `allow_code_evaluator`
     lets the space's own `evaluator` name code outside the registry (`package.module:function`)."""
     t0 = time.perf_counter()
     space = load_space(space)
+    if space.size > max_points:
+        raise ConfigError(f"{space.name}: {space.size:,} points is more than max_points {max_points:,} "
+                          "(`--max-points` raises the limit); restrict the axes or raise it knowingly")
     if backend not in BACKENDS:
         raise ConfigError(f"--backend {backend}: unknown; use one of {', '.join(BACKENDS)}")
     if scheduler is not None and backend != "dask":
@@ -152,6 +156,7 @@ def sweep(space, out=None, jobs: int = -1, backend: str = "loky", scheduler=None
     out = Path(out) if out is not None else default_out(space)
     store.check_output(out, space, overwrite)  # refuse another space's directory before any work
     with ExitStack() as stack:
+        stack.enter_context(store.writer_lock(out))  # one sweep per dataset; a second is refused in one line
         client = stack.enter_context(_dask_client(jobs, scheduler)) if backend == "dask" else None
         return _sweep(space, out, jobs, client, overwrite, progress, ev, fn, chunk_size, t0)
 
@@ -173,8 +178,8 @@ def _sweep(space, out, jobs, client, overwrite, progress, ev, fn, chunk_size, t0
     bar = _progress_bar(space, todo) if _show_progress(progress) and todo else None
     try:
         if todo:
-            tasks = [joblib.delayed(_run_span)(space, str(out), cid, a, b, ev_task, meta) for cid, a, b in todo]
-            for span, rows in _execute(tasks, jobs, client):
+            tasks = (joblib.delayed(_run_span)(space, str(out), cid, a, b, ev_task, meta) for cid, a, b in todo)
+            for span, rows in _execute(tasks, len(todo), jobs, client):
                 written += rows
                 if bar is not None:
                     bar.update(span)
@@ -189,8 +194,9 @@ def _sweep(space, out, jobs, client, overwrite, progress, ev, fn, chunk_size, t0
     return SweepResult(out, total, written, n_chunks, len(todo), wall)
 
 
-def _execute(tasks, jobs, client=None):
-    """Run delayed tasks (loky, or Dask when a client is given), yielding results as they finish."""
+def _execute(tasks, n_tasks: int, jobs, client=None):
+    """Run delayed tasks (a lazy iterable of n_tasks; loky, or Dask when a client is given), yielding
+    results as they finish; tasks are made as workers take them, so memory does not grow with them."""
     import joblib
 
     jobs = int(jobs)
@@ -198,11 +204,11 @@ def _execute(tasks, jobs, client=None):
         with client.as_current(), joblib.parallel_config(backend="dask"):
             yield from joblib.Parallel(n_jobs=-1, return_as="generator_unordered", batch_size=1)(tasks)
         return
-    if jobs == 1 or len(tasks) == 1:
+    if jobs == 1 or n_tasks == 1:
         for f, args, kwargs in tasks:
             yield f(*args, **kwargs)
         return
-    n = min(len(tasks), jobs if jobs > 0 else (os.cpu_count() or 1))
+    n = min(n_tasks, jobs if jobs > 0 else (os.cpu_count() or 1))
     yield from joblib.Parallel(n_jobs=n, backend="loky", return_as="generator_unordered",
                                batch_size=1, pre_dispatch="2*n_jobs", max_nbytes=None)(tasks)
 

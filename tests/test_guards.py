@@ -51,3 +51,42 @@ def test_journal_storage_refuses_a_foreign_file(tmp_path):
     check_journal(journal, "other")
     check_journal(tmp_path / "absent.log", "s")
     assert own.read_text() == "my notes\n"
+
+
+def test_a_space_too_large_is_refused_unless_raised(tmp_path):
+    from dse.sweep import sweep
+    big = {"name": "huge", "fixed": {"model": "gpt3-175b"},
+           "axes": {"tp": {"range": [1, 100000]}, "pp": {"range": [1, 100000]}, "micro_batch": {"range": [1, 10000]}}}
+    with pytest.raises(ConfigError, match="more than max_points"):
+        sweep(Space.from_dict(big), out=tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_second_sweep_into_the_same_dataset_is_refused_in_one_line(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    (tmp_path / "slow_eval.py").write_text(textwrap.dedent("""
+        import time
+        from dse.sweep import evaluate_toy
+        def slow(cols):
+            time.sleep(1.5)
+            return evaluate_toy(cols)
+        """))
+    space = {"name": "locked", "chunk_size": 10, "fixed": {"gpus": 64, "model": "gpt3-175b"},
+             "axes": {"tp": {"divisors_of": ["gpus", "heads"]}, "pp": {"pow2": [1, 16]},
+                      "dp": {"derive": "gpus / (tp * pp)"}}}
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); from dse.sweep import sweep; from slow_eval import slow;"
+            "sweep(%r, out=sys.argv[1], jobs=1, progress=False, evaluator=slow)" % space)
+    first = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "r"), str(tmp_path)], stderr=subprocess.PIPE)
+    lock = tmp_path / "r.dse" / ".lock"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (lock.exists() and lock.read_text().startswith("pid")):
+        time.sleep(0.05)
+    second = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r"), str(tmp_path)], capture_output=True,
+                            text=True, timeout=60)
+    assert second.returncode != 0 and "another dse sweep" in second.stderr
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    from dse import store
+    assert len(store.read_results(tmp_path / "r")) == Space.from_dict(space).size

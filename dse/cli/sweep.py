@@ -13,7 +13,8 @@ import argparse
 def cmd_sweep(args) -> int:
     from dse.sweep import sweep
     res = sweep(args.space, out=args.out, jobs=args.jobs, backend=args.backend, scheduler=args.scheduler,
-                overwrite=args.overwrite, allow_code_evaluator=args.allow_code_evaluator)
+                overwrite=args.overwrite, allow_code_evaluator=args.allow_code_evaluator,
+                max_points=args.max_points)
     skipped = res.chunks - res.chunks_run
     resumed = f", {skipped} of {res.chunks} chunks already done" if skipped else ""
     print(f"dse sweep: {res.rows:,} rows ({res.rows_written:,} new{resumed}) in {res.wall_s:.2f} s "
@@ -36,7 +37,7 @@ def positive_int(text: str) -> int:
 
 
 def register(sub) -> None:
-    from dse.sweep import BACKENDS
+    from dse.sweep import BACKENDS, MAX_POINTS
     p = sub.add_parser("sweep", help="evaluate every point of a space file into a Parquet dataset",
                        description=__doc__.splitlines()[0])
     p.add_argument("space", help="space file (YAML), e.g. spaces/example.yaml")
@@ -50,6 +51,8 @@ def register(sub) -> None:
     p.add_argument("--overwrite", action="store_true",
                    help="replace the dse results --out holds (default: a run of the same space resumes, "
                         "another space is refused)")
+    p.add_argument("--max-points", type=int_arg, default=MAX_POINTS,
+                   help=f"refuse a space with more points than this (default {MAX_POINTS:,})")
     p.add_argument("--allow-code-evaluator", action="store_true",
                    help="let the space file's `evaluator: package.module:function` import and run that Python "
                         "code (default: refused; only training and inference are allowed)")

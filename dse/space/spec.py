@@ -87,11 +87,15 @@ def check_columns(ctx: Ctx, fixed: Mapping, axes, prefix: str = "") -> None:
 def _check_column(ctx, schema, path: str, name: str, values) -> None:
     if name not in schema.columns():
         return
-    try:
-        for v in values:
-            schema.check_value(name, v)
-    except ConfigError as exc:
-        raise ctx.error(path, str(exc)) from None
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not numbers:
+        return
+    bad = schema.out_of_domain(name, numbers)  # one vectorized test for a whole axis
+    if bad.any():
+        try:
+            schema.check_value(name, numbers[int(bad.argmax())])
+        except ConfigError as exc:
+            raise ctx.error(path, str(exc)) from None
 
 
 def check_keys(ctx: Ctx, path: str, mapping: Mapping, allowed) -> None:
