@@ -2,6 +2,8 @@
 the k best rows, the columns worth showing. Used by `dse pareto`, `dse top` and the Python API."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from dse.errors import ConfigError
@@ -104,3 +106,64 @@ def top_rows(path, by: str, k: int = 10, ascending: bool = False, feasible_only:
     order = np.lexsort((best_i, best_v))
     df = store.take_rows(path, [(int(i >> 32), int(i & 0xFFFFFFFF)) for i in best_i[order]])
     return df
+
+
+def summarize(path: Path) -> dict:
+    """Manifest facts, row counts and per-column ranges (streamed: only numeric columns are read)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from dse import store
+    m = store.read_manifest(path)
+    files = store.result_files(path)
+    info = {"results": str(path), "kind": store.run_kind(m), "created": m.get("created"),
+            "dse_version": m.get("dse_version"), "git_revision": m.get("git_revision"),
+            "packages": m.get("packages", {}), "rows": 0, "part_files": len(files), "feasible": None,
+            "columns": [], "summary": []}
+    if info["kind"] == "study":
+        st = m.get("study", {})
+        info["study"] = {"name": st.get("name"), "file": st.get("file"), "hash": st.get("hash"),
+                         "objectives": m.get("objectives") or [], "sampler": m.get("sampler"),
+                         "budget": m.get("budget"), "seed": m.get("seed")}
+        axes = set()
+        for part in ("outer", "inner"):
+            content = (st.get("content") or {}).get(part) or {}
+            axes |= set(content.get("axes") or {}) | set(content.get("fixed") or {})
+    else:
+        sp = m.get("space", {})
+        info["space"] = {"name": sp.get("name"), "file": sp.get("file"), "hash": sp.get("hash"),
+                         "size": sp.get("size", 0), "evaluator": m.get("evaluator"), "seed": m.get("seed")}
+        if path.is_dir():
+            done = len(store.done_chunks(store.dataset_dir(path)))
+            info["chunks"] = {"done": done, "total": m.get("n_chunks"), "chunk_size": m.get("chunk_size") or 0,
+                              "complete": bool(m.get("complete") and done == m.get("n_chunks"))}
+        content = sp.get("content") or {}
+        axes = set(content.get("axes") or {}) | set(content.get("fixed") or {})
+    if not files:
+        return info
+    schema = pq.read_schema(files[0])
+    info["columns"] = [{"name": f.name, "type": "dict<string>" if pa.types.is_dictionary(f.type) else str(f.type)}
+                       for f in schema]
+    numeric = [f.name for f in schema if f.name not in axes
+               and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type))]
+    lo = {c: np.inf for c in numeric}
+    hi = {c: -np.inf for c in numeric}
+    has_fits = "fits" in schema.names
+    rows = feasible = 0
+    for _, _, batch in store.iter_batches(path, numeric + (["fits"] if has_fits else [])):
+        rows += batch.num_rows
+        if has_fits:
+            feasible += int(pc.sum(batch.column("fits")).as_py() or 0)
+        for c in numeric:
+            mm = pc.min_max(batch.column(c), skip_nulls=True)
+            low, high = mm["min"].as_py(), mm["max"].as_py()
+            if low is not None and not (isinstance(low, float) and np.isnan(low)):
+                lo[c], hi[c] = min(lo[c], low), max(hi[c], high)
+    info["rows"] = rows
+    info["feasible"] = feasible if has_fits else None
+    seen = {c: lo[c] <= hi[c] for c in numeric}  # False: no value at all (empty or all NaN)
+    info["summary"] = [{"column": c, "min": lo[c] if seen[c] else None, "max": hi[c] if seen[c] else None}
+                       for c in numeric]
+    return info
