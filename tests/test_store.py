@@ -39,11 +39,11 @@ def space_file(tmp_path, d=SPACE, name="space.yaml") -> Path:
 
 
 def snapshot(d: Path) -> dict:
-    """Every file of a dataset and of its sidecar: name -> bytes."""
+    """Every file of a dataset and of its sidecar: name -> bytes (the writer lock's holder pid aside)."""
     out = {f.name: f.read_bytes() for f in sorted(d.iterdir())}
     side = store.sidecar(d)
     if side.is_dir():
-        out.update({f"sidecar/{f.name}": f.read_bytes() for f in sorted(side.iterdir())})
+        out.update({f"sidecar/{f.name}": f.read_bytes() for f in sorted(side.iterdir()) if f.name != ".lock"})
     return out
 
 
