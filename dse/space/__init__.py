@@ -5,7 +5,7 @@ the allowed keys)::
 
     name: gpt3-175b-a100-4096      # results go to results/<name>/
     description: free text          # optional
-    evaluator: training             # training (default) | inference | package.module:function
+    evaluator: training             # training (default) | inference (other code only with `--allow-code-evaluator`)
     seed: 0                         # recorded in the run manifest
     chunk_size: 131072              # optional: rows per chunk (one Parquet part file each)
     fixed:                          # scalar columns, the same on every row
