@@ -6,6 +6,7 @@ import argparse
 import copy
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,20 +26,10 @@ SPACE = {
              "x": {"range": [0, 9]}},
 }
 
-STUDY = {
-    "name": "clijson",
-    "workload": {"kind": "training", "model": "llama3.1-8b", "train_tokens": 1e11,
-                 "fixed": {"global_batch": 256, "precision": "bf16"}},
-    "outer": {"fixed": {"package": "cowos-l"},
-              "axes": {"node": ["n5", "n3"], "compute_dies": [1, 2], "die_area_mm2": [500, 800],
-                       "memory": ["hbm3e"], "scaleup_domain": [8], "gpus": {"pow2": [64, 256]}}},
-    "inner": {"axes": {"tp": {"pow2": [1, 8]}, "pp": [1, 2], "dp": {"derive": "gpus / (tp * pp)"},
-                       "micro_batch": [1, 2], "recompute": ["none", "full"]},
-              "constraints": ["tp <= scaleup_domain", "global_batch % dp == 0"]},
-    "objectives": [{"time_to_train_days": "min"}, {"cost_per_run_usd": "min"}],
-    "constraints": ["tdp_w <= 1400"],
-    "sampler": "nsga2", "budget": 8, "batch_size": 4, "seed": 0,
-}
+sys.path.insert(0, str(Path(__file__).parent))
+from test_study import tiny  # noqa: E402  (the tiny study every study test uses)
+
+STUDY = tiny(name="clijson")
 
 INFER = ["infer", "--model", "llama3.1-70b", "--system", "h100-sxm", "--gpus", "8", "--tp", "8",
          "--batch", "16", "--isl", "2048", "--osl", "256"]
