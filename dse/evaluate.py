@@ -149,21 +149,58 @@ def _invalid(cols: dict, evaluator: str) -> list:
     return invalid
 
 
+# Rows resolved and evaluated at a time: a long frame is processed in slices written into
+# preallocated output columns, so its temporaries (per-row lookups, float32 inputs, economics)
+# never exist for the whole frame at once.
+SLICE_ROWS = 1 << 20
+
+
+def _in_slices(frame, run):
+    """Results of `run(columns)` for the whole frame, computed slice by slice; categorical outputs
+    keep one category list across slices."""
+    cols, n = to_columns(frame)
+    if n <= SLICE_ROWS:
+        return pack(frame, run(cols))
+    out, categories = {}, {}
+    for start in range(0, n, SLICE_ROWS):
+        part = run({k: v[start:start + SLICE_ROWS] for k, v in cols.items()})
+        for k, v in part.items():
+            if isinstance(v, pd.Categorical):
+                index = categories.setdefault(k, {})
+                remap = np.array([index.setdefault(c, len(index)) for c in v.categories] + [-1], dtype=np.int32)
+                v = remap[np.where(v.codes < 0, len(v.categories), v.codes)]
+            v = np.asarray(v)
+            if k not in out:
+                out[k] = np.empty(n, dtype=v.dtype if v.dtype.kind != "O" else object)
+            out[k][start:start + len(v)] = v
+    for k, index in categories.items():
+        out[k] = pd.Categorical.from_codes(out[k], categories=pd.Index(list(index), dtype=object))
+    return pack(frame, out)
+
+
 def evaluate_training(frame):
     """Add training results to every row of `frame` (DataFrame or mapping of arrays)."""
-    cols, work, n = resolved(frame, "training")
+    return _in_slices(frame, _training)
+
+
+def _training(cols: dict) -> dict:
+    cols, work, n = resolved(cols, "training")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
         inputs = training_inputs(work, n)
         out = blockwise(training_columns, inputs, n)
     _reasons(work, out, _invalid(cols, "training"))
     out.update(economics.workload_costs(work, out["step_time_s"], out["tokens_per_step"], inputs["gpus"]))
-    return pack(frame, out)
+    return out
 
 
 def evaluate_inference(frame):
     """Add inference results to every row of `frame`: one static batch of `batch` sequences of
     `isl` prompt and `osl` output tokens (see dse.perf.inference)."""
-    cols, work, n = resolved(frame, "inference")
+    return _in_slices(frame, _inference)
+
+
+def _inference(cols: dict) -> dict:
+    cols, work, n = resolved(cols, "inference")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
         inputs = inference_inputs(work, n)
         out = blockwise(inference_columns, inputs, n)
@@ -174,7 +211,7 @@ def evaluate_inference(frame):
     with np.errstate(invalid="ignore", over="ignore"):
         output_tokens = real(inputs["batch"]).astype(float) * real(inputs["osl"])
     out.update(economics.workload_costs(work, out["e2e_latency_s"], output_tokens, real(inputs["gpus"]).astype(float)))
-    return pack(frame, out)
+    return out
 
 
 def evaluate_hardware(frame):
