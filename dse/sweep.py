@@ -25,6 +25,7 @@ bench_sweep() runs spaces/gpt3-175b-a100-4096.yaml end to end and prints rows, w
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -102,9 +103,45 @@ def _run_chunk(space: Space, out: str, chunk_id: int, start: int, stop: int, eva
     return store.write_part(out, chunk_id, table)
 
 
-def _run_span(space: Space, out: str, chunk_id: int, start: int, stop: int, evaluator, meta: bytes):
-    """`_run_chunk`, also returning the span of the index it covered (for the progress bar)."""
+def _run_span(space: Space, out: str, chunk_id: int, start: int, stop: int, evaluator, meta: bytes,
+              parent_pid: int | None = None):
+    """`_run_chunk`, also returning the span of the index it covered (for the progress bar). A worker
+    whose sweep process died stops here instead of computing chunks nobody will collect."""
+    if parent_pid is not None and os.getpid() != parent_pid and not _alive(parent_pid):
+        os._exit(0)
     return stop - start, _run_chunk(space, out, chunk_id, start, stop, evaluator, meta)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+SHM = Path("/dev/shm")
+_SHM_OWNED = re.compile(r"^(?:joblib_memmapping_folder_|loky-)(\d+)[_-]")
+
+
+def clean_shared_memory() -> int:
+    """Remove joblib/loky shared-memory entries whose creating process is dead (a killed sweep
+    leaves them behind); returns how many were removed."""
+    removed = 0
+    if not SHM.is_dir():
+        return 0
+    for entry in SHM.iterdir():
+        m = _SHM_OWNED.match(entry.name)
+        if not m or _alive(int(m.group(1))):
+            continue
+        try:
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+            removed += 1
+        except OSError:
+            pass  # another user's, or gone meanwhile
+    return removed
 
 
 def _progress_bar(space: Space, todo):
@@ -178,7 +215,9 @@ def _sweep(space, out, jobs, client, overwrite, progress, ev, fn, chunk_size, t0
     bar = _progress_bar(space, todo) if _show_progress(progress) and todo else None
     try:
         if todo:
-            tasks = (joblib.delayed(_run_span)(space, str(out), cid, a, b, ev_task, meta) for cid, a, b in todo)
+            clean_shared_memory()  # what earlier, killed sweeps left in /dev/shm
+            me = os.getpid()
+            tasks = (joblib.delayed(_run_span)(space, str(out), cid, a, b, ev_task, meta, me) for cid, a, b in todo)
             for span, rows in _execute(tasks, len(todo), jobs, client):
                 written += rows
                 if bar is not None:

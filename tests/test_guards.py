@@ -121,3 +121,64 @@ def test_a_study_resumes_at_once_after_sigkill(tmp_path):
     assert resumed.returncode == 0, resumed.stderr
     assert time.perf_counter() - t0 < 15.0  # a whole tiny study; no stale-lock wait (Optuna's own: 30-40 s)
     assert "8 designs in results" in resumed.stdout
+
+
+def _children(pid: int) -> set:
+    """Direct and indirect child pids of a process, from /proc (Linux)."""
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        for k in map(int, kids):
+            if k not in out:
+                out.add(k)
+                todo.append(k)
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_workers_stop_when_the_sweep_process_is_killed(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    import yaml
+    (tmp_path / "slow_eval.py").write_text(textwrap.dedent("""
+        import time
+        from dse.sweep import evaluate_toy
+        def slow(cols):
+            time.sleep(1.0)
+            return evaluate_toy(cols)
+        """))
+    space = {"name": "orphans", "evaluator": "slow_eval:slow", "chunk_size": 2,
+             "fixed": {"gpus": 64, "model": "gpt3-175b"},
+             "axes": {"tp": {"divisors_of": ["gpus", "heads"]}, "pp": {"pow2": [1, 16]},
+                      "dp": {"derive": "gpus / (tp * pp)"}}}
+    spath = tmp_path / "space.yaml"
+    spath.write_text(yaml.safe_dump(space, sort_keys=False))
+    env = dict(os.environ, CI="1", PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "dse.cli", "sweep", str(spath), "--out", str(tmp_path / "r"),
+                             "--jobs", "2", "--allow-code-evaluator"], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list((tmp_path / "r").glob("part-*.parquet"))) < 2:
+        time.sleep(0.1)
+    workers = _children(proc.pid)
+    assert workers, "the sweep started no worker processes"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 20   # a worker finishes its current chunk (1 s), then stops
+    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() and
+                                              "Z" not in Path(f"/proc/{w}/stat").read_text().split()[2]
+                                              for w in workers if Path(f"/proc/{w}/stat").exists()):
+        time.sleep(0.2)
+    alive = [w for w in workers if Path(f"/proc/{w}/stat").exists()
+             and Path(f"/proc/{w}/stat").read_text().split()[2] not in "ZX"]
+    for w in alive:  # leave nothing running whatever the outcome
+        os.kill(w, signal.SIGKILL)
+    assert not alive, f"workers {alive} kept running after their sweep was killed"
