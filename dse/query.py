@@ -51,13 +51,19 @@ def pareto_rows(path, objectives: list[str], senses: list[str], feasible_only: b
     from dse.pareto import ParetoFront
     schema_cols = objectives + ["fits"]
     files = store.result_files(path)
-    have = set()
+    have, numeric = set(), set()
     if files:
+        import pyarrow as pa
         import pyarrow.parquet as pq
-        have = set(pq.read_schema(files[0]).names)
+        schema = pq.read_schema(files[0])
+        have = set(schema.names)
+        numeric = {f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+                   or pa.types.is_boolean(f.type)}
     for c in objectives:
         if files and c not in have:
             raise ConfigError(f"--objective {c}: no such column in {path}; columns: {', '.join(sorted(have))}")
+        if files and c not in numeric:
+            raise ConfigError(f"--objective {c}: not a numeric column; give a number column such as step_time_s")
     read = [c for c in schema_cols if c in have] if files else objectives
     front = ParetoFront(senses)
     for fi, offset, batch in store.iter_batches(path, read):
