@@ -93,6 +93,10 @@ def top_rows(path, by: str, k: int = 10, ascending: bool = False, feasible_only:
         have = set(pq.read_schema(files[0]).names)
         if by not in have:
             raise ConfigError(f"--by {by}: no such column in {path}; columns: {', '.join(sorted(have))}")
+        import pyarrow as pa
+        kind = pq.read_schema(files[0]).field(by).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+            raise ConfigError(f"--by {by}: not a numeric column; rank by a number column such as mfu")
     read = [by] + (["fits"] if "fits" in have and by != "fits" else [])
     best_v = np.zeros(0)
     best_i = np.zeros(0, dtype=np.int64)
