@@ -36,7 +36,9 @@ def hardware_stage(work: dict) -> dict:
     systems (their NaN gaps), defaults for hardware given as numbers, and a catalog system's DRAM
     replaced by another `memory` generation. Explicit hardware columns win. Returns `work`."""
     if "node" in work:
-        for k, v in hardware.accelerator_columns(work).items():
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # unbuildable rows are flagged
+            derived = hardware.accelerator_columns(work)
+        for k, v in derived.items():
             work.setdefault(k, v)
     resolve.system(work)
     resolve.hardware_defaults(work)
@@ -218,4 +220,5 @@ def evaluate_hardware(frame):
     """Accelerator specs and cost per row from technology columns (see dse.hardware)."""
     cols, _ = to_columns(frame)
     schema.check_known(cols)
-    return pack(frame, hardware.accelerator_columns(cols))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # unbuildable rows are flagged
+        return pack(frame, hardware.accelerator_columns(cols))

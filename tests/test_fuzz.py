@@ -81,3 +81,35 @@ def test_fuzzed_inference_rows(seed):
     out = dse.evaluate_inference(frame)
     _check(frame, out, "inference", ["ttft_s", "tpot_s", "e2e_latency_s", "output_tokens_per_s", "kv_cache_bytes",
                                      "mem_per_gpu_bytes", "cost_per_million_tokens_usd"])
+
+
+def _hardware_rows(seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    n = ROWS
+    return pd.DataFrame({
+        "node": rng.choice(["n7", "n5", "n3", "n2", "a16", "a14", "a10"], n),
+        "die_area_mm2": _numbers(rng, n, rng.uniform(100, 900, n)),
+        "compute_dies": _numbers(rng, n, 2.0 ** rng.integers(0, 4, n)),
+        "memory": rng.choice(["hbm3", "hbm3e", "hbm4", "gddr7"], n),
+        "memory_stacks": _numbers(rng, n, rng.integers(0, 13, n)),
+        "package": rng.choice(["organic", "si-interposer", "cowos-l", "hybrid-bond"], n),
+        "power_w": _numbers(rng, n, rng.uniform(200, 2000, n)),
+        "defect_density_per_cm2": _numbers(rng, n, rng.uniform(0.05, 0.3, n)),
+        "gross_margin": _numbers(rng, n, rng.uniform(0, 0.9, n)),
+    })
+
+
+@settings(max_examples=2, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_fuzzed_hardware_rows(seed):
+    frame = _hardware_rows(seed)
+    out = dse.evaluate_hardware(frame)
+    invalid = np.zeros(len(frame), dtype=bool)
+    for _, bad in schema.domain_violations({c: frame[c].to_numpy() for c in frame.columns}, "hardware"):
+        invalid |= bad
+    fits = out["hw_fits"].to_numpy()
+    assert invalid.any() and fits.any() and not (fits & invalid).any()
+    for col in ("peak_bf16_flops_per_s", "memory_bandwidth_bytes_per_s", "tdp_w", "accelerator_cost_usd",
+                "die_yield", "dies_per_wafer"):
+        v = out[col].to_numpy(dtype=float)[fits]
+        assert np.isfinite(v).all() and (v > 0).all(), col

@@ -131,9 +131,7 @@ def node_rows(cols: dict) -> tuple[dict, np.ndarray, np.ndarray]:
     node, _, valid = tables.gather(cols, "node", tech.NODE_COLUMNS, frame=tech.node_table())
     if "die_area_mm2" not in cols:
         raise ConfigError("die_area_mm2: missing; give the area of each compute die in mm2")
-    area = as_float(cols, "die_area_mm2", np.nan)
-    if (valid & ~np.isfinite(area)).any():
-        raise ConfigError("die_area_mm2: missing for a row with a node; give the area of each compute die in mm2")
+    area = as_float(cols, "die_area_mm2", np.nan)  # a row with a node but no area: unbuildable (domain_rows)
     return node, area, valid
 
 
@@ -147,6 +145,12 @@ def domain_rows(cols: dict, valid: np.ndarray) -> tuple[dict, np.ndarray, np.nda
     cols = dict(cols)
     bad_any = np.zeros(len(valid), dtype=bool)
     reason = np.full(len(valid), "", dtype=object)
+    area = np.asarray(cols.get("die_area_mm2", np.full(len(valid), np.nan)), dtype=float)
+    missing = valid & np.isnan(area)
+    if missing.any():  # nothing else sets the size of the part
+        reason = np.where(missing, "die_area_mm2: missing for a row with a node; give the area of each "
+                                   "compute die", reason)
+        bad_any |= missing
     for name, bad in schema.domain_violations(cols, "hardware"):
         bad = bad & valid
         if not bad.any():
@@ -340,6 +344,7 @@ def feasibility(area, logic_area, pkg: dict, mem: dict, mem_cols: dict, comp: di
     checks = (
         (area > A["reticle_limit_mm2"], f"die above the {A['reticle_limit_mm2']:.0f} mm2 reticle limit"),
         (stacks > mem_cols["max_memory_stacks"], "more memory stacks than the die shoreline allows"),
+        (~(stacks > 0), "no DRAM (memory_stacks 0): a part without memory cannot hold a model"),
         (_on_interposer(mem) & no_hbm & (stacks > 0), f"HBM needs a 2.5D package ({hbm_packages()})"),
         (~(pkg["kind"] == "organic") & (cost["interposer_area_mm2"] > max_interposer),
          "interposer above the package's size limit"),
