@@ -116,6 +116,10 @@ def inference_inputs(work: dict, n: int) -> dict:
     return out
 
 
+KEY_RESULTS = ("step_time_s", "tokens_per_s", "mfu", "mem_per_gpu_bytes", "ttft_s", "tpot_s",
+               "e2e_latency_s", "output_tokens_per_s")
+
+
 def _reasons(work: dict, out: dict, invalid: list = ()) -> None:
     """`infeasible_reason` as a categorical (one string per distinct reason; missing where the row
     is feasible) from the code; rows feasible so far whose derived accelerator cannot be built get
@@ -123,6 +127,11 @@ def _reasons(work: dict, out: dict, invalid: list = ()) -> None:
     (`invalid`: [(column, mask)], dse.schema.domain_violations) get code `domain` naming the column,
     whatever the model computed for them."""
     code = out["infeasible_code"]
+    finite = np.ones(len(code), dtype=bool)   # a feasible row never reports a non-finite result
+    for k in KEY_RESULTS:
+        if k in out:
+            finite &= np.isfinite(out[k])
+    code = np.where((code == 0) & ~finite, schema.REASON_CODE["overflow"], code).astype(np.int8)
     index = {t: i for i, t in enumerate(schema.REASON_TEXT)}  # reason text -> category
     text_code = np.where(code == 0, -1, code).astype(np.int32)
     if "hw_fits" in work:

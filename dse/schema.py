@@ -220,6 +220,7 @@ REASONS = (
                                         "(or KV cache) exceed the GPU's memory"),
     Reason(13, "hardware", "node", "the technology-derived accelerator cannot be built"),
     Reason(14, "domain", "", "an input is outside its domain (the reason names the column)"),
+    Reason(15, "overflow", "", "the inputs are too large for the model's arithmetic (a result is not finite)"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)

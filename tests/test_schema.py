@@ -181,3 +181,8 @@ def test_dse_train_takes_a_framework_and_prints_json(capsys):
     assert lm["fits"] and lm["infeasible_reason"] is None
     assert main(["train", "--model", "gpt3-175b", "--system", "a100-80gb", "--gpus", "64", "--tp", "0"]) == 2
     assert capsys.readouterr().err.startswith("dse: error: tp: outside its domain")
+
+
+def test_a_result_out_of_numeric_range_is_infeasible_not_nan():
+    out = one(dse.evaluate_training, **{**TRAIN, "global_batch": 2.0 ** 100})
+    assert not out["fits"][0] and int(out["infeasible_code"][0]) == schema.REASON_CODE["overflow"]
