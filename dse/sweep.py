@@ -39,6 +39,7 @@ from dse import store
 from dse.errors import ConfigError
 from dse.space import Space, load_space
 from dse.space.spec import EVALUATORS, REGISTERED_EVALUATORS, code_evaluator
+from dse.store.lock import process_alive
 
 MAX_POINTS = 10**10  # a larger space is refused unless the caller raises max_points (`--max-points`)
 BACKENDS = ("loky", "dask")
@@ -107,19 +108,9 @@ def _run_span(space: Space, out: str, chunk_id: int, start: int, stop: int, eval
               parent_pid: int | None = None):
     """`_run_chunk`, also returning the span of the index it covered (for the progress bar). A worker
     whose sweep process died stops here instead of computing chunks nobody will collect."""
-    if parent_pid is not None and os.getpid() != parent_pid and not _alive(parent_pid):
+    if parent_pid is not None and os.getpid() != parent_pid and not process_alive(parent_pid):
         os._exit(0)
     return stop - start, _run_chunk(space, out, chunk_id, start, stop, evaluator, meta)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 SHM = Path("/dev/shm")
@@ -134,7 +125,7 @@ def clean_shared_memory() -> int:
         return 0
     for entry in SHM.iterdir():
         m = _SHM_OWNED.match(entry.name)
-        if not m or _alive(int(m.group(1))):
+        if not m or process_alive(int(m.group(1))):
             continue
         try:
             shutil.rmtree(entry) if entry.is_dir() else entry.unlink()

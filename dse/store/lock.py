@@ -30,3 +30,14 @@ def writer_lock(dataset, wait: bool = False):
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process of this host still runs (one owned by another user counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 import os
 
+from dse.store.lock import process_alive
+
 BATCH_ATTR = "dse_batch:"         # study user attribute per asked batch: {worker, host, pid, asked_at, trials}
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def askers(ostudy) -> dict:
@@ -29,6 +21,6 @@ def askers(ostudy) -> dict:
 
 def is_orphan(t, who: dict, host: str, stale_s: float, now: float) -> bool:
     ua = who.get(t.number, {})
-    if ua.get("host") == host and isinstance(ua.get("pid"), int) and not _alive(ua["pid"]):
+    if ua.get("host") == host and isinstance(ua.get("pid"), int) and not process_alive(ua["pid"]):
         return True
     return now - float(ua.get("asked_at", 0.0)) > stale_s
