@@ -2,7 +2,6 @@
 running trials are orphans (their worker died on this host, or they are older than stale_after_s)."""
 from __future__ import annotations
 
-import os
 
 from dse.store.lock import process_alive
 
