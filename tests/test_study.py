@@ -246,7 +246,7 @@ def test_optuna_and_dashboard_read_the_journal(tmp_path):
     from optuna_dashboard import wsgi
     out = tmp_path / "res"
     d = tiny(constraints=["tdp_w <= 900"], budget=12)
-    st = S.load_study(d)
+    S.load_study(d)  # the file loads
     res = S.run_study(d, out=out, progress=False)
     storage = JournalStorage(JournalFileBackend(str(out / "journal.log")))
     ost = optuna.load_study(study_name="tiny", storage=storage)

@@ -56,7 +56,6 @@ def build(report, quick: bool = False) -> None:
                                    ep=ep, batch=job["batch"], isl=2048, osl=256, precision="fp8"))
     io = dse.evaluate_inference(pd.DataFrame(inf_frames))
     has_ep = "ep_comm_s" in io.columns
-    comm_col = "ep_comm_s" if has_ep else "decode_comm_s"
 
     # ---- comparisons ----
     from dse import validate

@@ -133,7 +133,7 @@ def read_manifest(path) -> dict:
                 return json.loads(f.read_text())
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"{f}: unreadable manifest ({exc.msg}); rerun with --overwrite") from None
-        files = part_files(d)
+        files = sorted(d.glob("part-*.parquet"))  # a copied dataset: the manifest its parts carry
         if files:
             return read_manifest(files[0])
         raise ConfigError(f"{p}: not a dse results directory (no manifest, no part files); run `dse sweep` first")
