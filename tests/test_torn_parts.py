@@ -50,3 +50,12 @@ def test_cli_show_names_a_torn_part_in_one_line(tmp_path, capsys):
     assert main(["show", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(part) in err and "torn" in err
+
+
+def test_a_copied_dataset_keeps_its_manifest_in_its_parts(tmp_path):
+    import shutil
+    out = tmp_path / "r"
+    _sweep(out)
+    shutil.copytree(out, tmp_path / "copy")          # the dataset alone, without its sidecar
+    assert store.read_manifest(tmp_path / "copy")["space"]["name"] == "torn-toy"
+    assert len(store.read_results(tmp_path / "copy")) == len(store.read_results(out))
