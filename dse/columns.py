@@ -40,7 +40,11 @@ def to_columns(frame) -> tuple[dict[str, np.ndarray], int]:
                 cols[str(k)] = s.array
             elif s.dtype.kind in "OUS" or isinstance(s.dtype, pd.StringDtype):
                 # strings: integer codes once (hash-based; no conversion of every row to a Python object)
-                codes, uniques = pd.factorize(s.array, use_na_sentinel=True)
+                try:
+                    codes, uniques = pd.factorize(s.array, use_na_sentinel=True)
+                except TypeError:  # unhashable cells (a `model` given as a dict of config fields)
+                    cols[str(k)] = s.to_numpy()
+                    continue
                 cols[str(k)] = pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
             else:
                 cols[str(k)] = s.to_numpy()

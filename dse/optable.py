@@ -17,7 +17,9 @@ from dse import catalog, schema
 from dse.columns import CatalogColumn
 from dse.errors import ConfigError
 from dse.evaluate import inference_inputs, resolved, training_inputs
+from dse.catalog import hfconfig
 from dse.perf import layer as L
+from dse.perf import mixers as X
 from dse.perf import roofline as R
 from dse.perf.inference import Pass
 from dse.workload import Model
@@ -31,7 +33,9 @@ def _frame(model, systems, tp, precision, kv_precision, flash_attention, extra) 
             "precision": np.full(n, precision, dtype=object),
             "kv_precision": np.full(n, kv_precision or "bf16", dtype=object),
             "flash_attention": np.full(n, bool(flash_attention))}
-    if isinstance(model, str):
+    if isinstance(model, str) and hfconfig.is_config(model):
+        cols["model"] = np.full(n, model, dtype=object)       # a Hugging Face config (dse.catalog.hfconfig)
+    elif isinstance(model, str):
         cols["model"] = np.full(n, catalog.resolve_model(model), dtype=object)
     else:
         cols.update({k: np.full(n, v) for k, v in dict(model).items()})
@@ -48,10 +52,11 @@ def _phase_ops(phase, w, m, batch, isl, osl, tp, n):
         s = L.Shape(b, m.seq_len, m.seq_len, tp, ep)
         operand = L.GEMM_OPERAND_BYTES[w["precision"]]
         dense, moe = L.layer_shares(m)
-        ops = L.projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
+        ops = X.attention_projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
         if np.any(m.is_moe):
             ops += L.moe_ops(m, s, operand, moe, w["moe_imbalance"])
-        ops += [L.fused_attention_op(m, s, 0.0, 1.0, 2.5)] + L.training_head_ops(m, s.tokens, tp)
+        ops += [L.fused_attention_op(m, s, 0.0, 1.0, 2.5)] + X.recurrent_ops(m, s, operand, decode=False)
+        ops += L.training_head_ops(m, s.tokens, tp)
         hw = {k: w[k] for k in schema.HARDWARE_COLUMNS}
         return ops, R.Rates.of(hw, w["precision"])
     p = Pass(w, m, tp, ep)
@@ -92,7 +97,8 @@ def _op_rows(phase, ops, rates, systems) -> list:
             continue
         flops, nbytes = R.op_flops_bytes(op)
         compute, memory = R.op_compute_memory_s(op, rates)
-        peak = rates.peak_gemm if op.low_precision else rates.peak_bf16
+        peak, gemm = (rates.peak_gemm, rates.gemm) if op.low_precision else (rates.peak_bf16, rates.gemm_bf16)
+        time_s = R.op_time_s(op, rates)
         for i, system in enumerate(systems):
             if at(flops, i) <= 0 or at(op.weight, i) <= 0:
                 continue  # absent from this model (e.g. the dense MLP of an all-MoE model)
@@ -103,10 +109,10 @@ def _op_rows(phase, ops, rates, systems) -> list:
                 "arithmetic_intensity": at(flops, i) / at(nbytes, i), "peak_flops_per_s": at(peak, i),
                 "memory_bandwidth_bytes_per_s": at(rates.bandwidth, i),
                 "ridge_flops_per_byte": at(peak, i) / at(rates.bandwidth, i),
-                "achievable_ridge_flops_per_byte": at(peak, i) * at(rates.gemm_efficiency_max, i)
-                / (at(rates.bandwidth, i) * at(rates.memory_efficiency, i)),
-                "bound": "compute" if c >= mm else "memory", "time_s": max(c, mm),
-                "attained_flops_per_s": at(flops, i) / max(c, mm)})
+                "achievable_ridge_flops_per_byte": at(peak, i) * at(gemm.efficiency_max, i)
+                / (at(rates.bandwidth, i) * at(gemm.memory_efficiency, i)),
+                "bound": "compute" if c >= mm else "memory", "time_s": at(time_s, i),
+                "attained_flops_per_s": at(flops, i) / at(time_s, i)})
     return rows
 
 

@@ -6,15 +6,22 @@ gaps of one (so one frame may mix catalog systems and technology-derived acceler
 models and models given by their dimensions). Catalog values stay `CatalogColumn`s (row codes +
 one value per catalog entry) until the blockwise evaluation reads them.
 
+A `model` may also be a Hugging Face config (a config.json path, a directory holding one, JSON
+text or a dict of its fields): dse.catalog.hfconfig maps it to the model columns, which then fill
+like a catalog row. One frame may mix catalog names and configs.
+
 This module reads catalogs only; it never runs the hardware model (dse.hardware) and never looks
 at performance. The drivers in dse.evaluate call it before and after deriving hardware.
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
 from dse import catalog, schema
+from dse.catalog import hfconfig
 from dse.columns import MISSING_NAMES, CatalogColumn, as_bool, as_float, categories, length, real
 from dse.errors import ConfigError
 
@@ -23,12 +30,18 @@ SETTINGS = ("flash_attention", "tp_overlap", "dp_overlap", "dp_hierarchical", "s
             "moe_imbalance", "gqa_kv_sharing")
 
 
-def _row_lookup(cols: dict, key: str, kind: str):
+def _row_lookup(cols: dict, key: str, kind: str, resolve_one=None):
     """(per-row index into the resolved names, resolved names, used mask) for the name column `key`;
-    rows without a name (NaN, None, "") point one past the end."""
-    codes, uniques = categories(cols[key])
+    rows without a name (NaN, None, "") point one past the end. `resolve_one(value)` resolves one
+    distinct value (default: the `kind` catalog's alias resolver)."""
+    try:
+        codes, uniques = categories(cols[key])
+    except TypeError:  # unhashable cells: models given as dicts of Hugging Face config fields
+        codes, uniques = categories(np.array([json.dumps(v, sort_keys=True, default=str) if isinstance(v, dict)
+                                              else v for v in np.asarray(cols[key], dtype=object)], dtype=object))
     named = [str(u).strip().lower() not in MISSING_NAMES for u in uniques]
-    resolved = [catalog.resolve(kind, u, key) for u, ok in zip(uniques, named) if ok]
+    resolve_one = resolve_one or (lambda u: catalog.resolve(kind, u, key))
+    resolved = [resolve_one(u) for u, ok in zip(uniques, named) if ok]
     position = np.cumsum(named) - 1
     codes = np.where(codes < 0, len(uniques), codes).astype(np.intp)
     lookup = np.append(np.where(named, position, len(resolved)), len(resolved)).astype(np.intp)[codes]
@@ -37,12 +50,17 @@ def _row_lookup(cols: dict, key: str, kind: str):
     return lookup, resolved, used
 
 
-def fill_from_catalog(cols: dict, key: str, kind: str, table, names) -> None:
-    """Add (or fill the NaN gaps of) the `names` columns from the catalog rows named in cols[key]."""
-    lookup, resolved, used = _row_lookup(cols, key, kind)
-    positions = table.index.get_indexer(resolved)
+def fill_from_catalog(cols: dict, key: str, kind: str, table, names, resolve_one=None) -> None:
+    """Add (or fill the NaN gaps of) the `names` columns from the catalog rows named in cols[key]
+    (a resolved entry that is a mapping of column values, a model's Hugging Face config, fills
+    from its own values)."""
+    lookup, resolved, used = _row_lookup(cols, key, kind, resolve_one)
+    positions = table.index.get_indexer([r if isinstance(r, str) else None for r in resolved])
+    given_rows = [(i, r) for i, r in enumerate(resolved) if not isinstance(r, str)]
     for name in names:
         values = np.append(_numbers(table, name)[positions], np.nan)
+        for i, row in given_rows:
+            values[i] = row.get(name, np.nan)
         if name in cols:
             given = np.asarray(cols[name])
             if given.dtype.kind == "f" and np.isnan(given).any():
@@ -74,10 +92,16 @@ def _model_defaults(cols: dict):
     return out
 
 
+def model_entry(value):
+    """A catalog model's name, or the model columns (a dict) of a Hugging Face config."""
+    return hfconfig.model_columns(value) if hfconfig.is_config(value) else catalog.resolve("model", value, "model")
+
+
 def model(cols: dict) -> None:
-    """Model dimensions from `model` names; explicit columns win; schema defaults for optional ones."""
+    """Model dimensions from `model` names or Hugging Face configs; explicit columns win; schema
+    defaults for optional ones."""
     if "model" in cols:
-        fill_from_catalog(cols, "model", "model", catalog.models(), schema.MODEL_COLUMNS)
+        fill_from_catalog(cols, "model", "model", catalog.models(), schema.MODEL_COLUMNS, model_entry)
     for required in ("layers", "hidden", "heads", "vocab"):
         if required not in cols:
             raise ConfigError(f"{required}: missing; give a `model` name or the `{required}` column")

@@ -90,14 +90,26 @@ def check_known(cols, where: str = "input") -> None:
 
 
 # ---- enumerations: value spellings (lower case) and vendor aliases -> integer codes ----------
+def _precisions():
+    """(names in code order, spelling -> code) of the number formats (dse/catalog/precisions.csv)."""
+    from dse.catalog import _read
+    table = _read("precisions.csv")
+    names = tuple(str(n) for n in table["name"])
+    spell = {}
+    for code, (name, more) in enumerate(zip(names, table["aliases"].fillna(""))):
+        for s in [name, *str(more).split(";")]:
+            if s.strip():
+                spell[s.strip().lower()] = code
+    return names, spell
+
+
+PRECISIONS, _PRECISION_ALIASES = _precisions()
 ENUMS = {
-    "precision": ("bf16", "fp8", "fp4"),
-    "kv_precision": ("bf16", "fp8", "fp4"),
+    "precision": PRECISIONS,
+    "kv_precision": PRECISIONS,
     "recompute": ("none", "selective", "full"),
     "topology": ("fat-tree", "torus2d", "torus3d"),
 }
-_PRECISION_ALIASES = {"bf16": 0, "fp16": 0, "mixed": 0, "fp16 mixed": 0, "bfloat16": 0,
-                      "fp8": 1, "fp8-e4m3": 1, "fp4": 2, "nvfp4": 2, "mxfp4": 2}
 ENUM_ALIASES = {
     "precision": _PRECISION_ALIASES,
     "kv_precision": _PRECISION_ALIASES,
@@ -221,6 +233,12 @@ REASONS = (
     Reason(13, "hardware", "node", "the technology-derived accelerator cannot be built"),
     Reason(14, "domain", "", "an input is outside its domain (the reason names the column)"),
     Reason(15, "overflow", "", "the inputs are too large for the model's arithmetic (a result is not finite)"),
+    # Megatron-LM/Megatron-Core refuse this (schedules.py, forward_backward_pipelining_with_interleaving:
+    # "number of microbatches is not divisible by pipeline-model-parallel-size when using interleaved
+    # schedule"); the ideal bubble (p-1)/vp would otherwise make such schedules look best.
+    Reason(16, "interleave_microbatches", "global_batch",
+           "an interleaved schedule (vp > 1) needs a micro-batch count global_batch/(dp*micro_batch) "
+           "that is a multiple of pp"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)

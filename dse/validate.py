@@ -44,7 +44,8 @@ def _num(x, default=np.nan):
         return default
 
 
-EQ3_TFLOPS_SOURCES = ("Narayanan 2021 Table 1", "Narayanan 2021 Table 2", "Shoeybi 2019")
+EQ3_TFLOPS_SOURCES = ("Narayanan 2021 Table 1", "Narayanan 2021 Table 2", "Narayanan 2021 Fig 13",
+                      "Narayanan 2021 Fig 14", "Narayanan 2021 Fig 15", "Shoeybi 2019")
 DIMENSIONS = (("layers", "layers"), ("hidden", "hidden"), ("ffn_hidden", "ffn_hidden"), ("heads", "heads"),
               ("kv_heads", "kv_heads"), ("experts", "num_experts"), ("top_k", "topk"), ("seq_len", "seq_len"),
               ("vocab", "vocab"))
@@ -103,7 +104,7 @@ def _narayanan_tflops(frame, step_time):
 
 # Training measurements: the shared set, then the Megatron-Bridge performance summary (H100 and
 # Blackwell, FP8 and NVFP4), the only public Blackwell training measurements with a stated mapping.
-TRAINING_FILES = ("training.csv", "megatron_bridge_training.csv")
+TRAINING_FILES = ("training.csv", "megatron_bridge_training.csv", "narayanan_2021_figures.csv")
 
 
 def training_results() -> pd.DataFrame:

@@ -1,7 +1,15 @@
-"""Transformer dimensions -> parameter counts, per-layer GEMM shapes and FLOPs (dense, GQA, MoE).
+"""Model dimensions -> parameter counts and FLOPs per token (dense, GQA, MLA, MoE, hybrid).
 
 All functions take the model columns of a batch (numpy arrays, one value per design point).
-A layer is an attention block followed by either a dense MLP or a mixture of experts.
+A layer is a sequence mixer followed by a dense MLP or a mixture of experts. The mixer is softmax
+attention (full, sliding-window or chunked; GQA or multi-head latent attention), a Mamba-2
+state-space layer or gated linear attention (Gated DeltaNet), each on its share of the layers
+(`*_layer_fraction`); hybrid models whose MLPs are layers of their own (Nemotron-H) have
+`attention_layer_fraction + mamba_layer_fraction + mlp_layer_fraction` = 1 instead of 2. Which layer
+has which type does not change time or memory to first order, so a per-layer pattern is reduced to
+these shares when the model resolves (dse.catalog.hfconfig); every pipeline stage is assumed to
+hold the same mix (Megatron splits a hybrid pattern by layer count; a stage may in fact hold up to
+ceil(n/pp) layers of a rare type).
 """
 from __future__ import annotations
 
@@ -29,19 +37,57 @@ class Model:
         interval = np.maximum(f("moe_layer_interval"), 1)
         dense_lead = f("dense_layers")
         self.is_moe = self.experts > 0
-        self.moe_layers = np.where(self.is_moe, np.floor((self.layers - dense_lead) / interval), 0.0)
-        self.dense_layers = self.layers - self.moe_layers
+        # layer types: shares of the layers by sequence mixer, and of the layers with an MLP/MoE block
+        self.attention_fraction, self.mamba_fraction = f("attention_layer_fraction"), f("mamba_layer_fraction")
+        self.linear_fraction, self.mlp_fraction = f("linear_attention_layer_fraction"), f("mlp_layer_fraction")
+        self.window_fraction, self.window = f("sliding_window_fraction"), f("sliding_window")
+        self.chunk_fraction, self.chunk = f("chunked_attention_fraction"), f("attention_chunk")
+        self.sinks, self.output_gate = f("attention_sinks") > 0, f("attention_output_gate") > 0
+        mlp_blocks = np.round(self.layers * self.mlp_fraction)
+        self.moe_layers = np.where(self.is_moe, np.maximum(np.floor((mlp_blocks - dense_lead) / interval), 0.0), 0.0)
+        self.dense_layers = mlp_blocks - self.moe_layers          # layers with a dense MLP
+        # multi-head latent attention: head_dim = qk_nope_head_dim + qk_rope_head_dim
+        self.q_lora, self.kv_lora, self.rope_dim = f("q_lora_rank"), f("kv_lora_rank"), f("qk_rope_head_dim")
+        self.is_mla = self.kv_lora > 0
+        v_head = f("v_head_dim")
+        self.v_head_dim = np.where(v_head > 0, v_head, self.head_dim)
         kv_dim = f("kv_cache_dim")
-        # Elements cached per token per layer (K and V); MLA-style models give it explicitly.
-        self.kv_cache_dim = np.where(kv_dim > 0, kv_dim, 2 * self.kv_heads * self.head_dim)
+        # Elements cached per token per attention layer: K and V, MLA's latent + rotary key, or as given.
+        self.kv_cache_dim = np.where(kv_dim > 0, kv_dim, np.where(
+            self.is_mla, self.kv_lora + self.rope_dim, self.kv_heads * (self.head_dim + self.v_head_dim)))
         self.q_dim = self.heads * self.head_dim
-        self.kv_dim = self.kv_heads * self.head_dim
+        self.o_dim = self.heads * self.v_head_dim               # attention output (out-projection input)
+        self.kv_dim = self.kv_heads * self.head_dim             # K width (V: v_dim)
+        self.v_dim = self.kv_heads * self.v_head_dim
         self.mlp_mats = (2 + self.gated).astype(self.hidden.dtype)  # gated MLPs (SwiGLU): gate+up+down
+        self.mamba = Mamba2(f) if np.any(self.mamba_fraction > 0) else None
+        self.linear = GatedDeltaNet(f) if np.any(self.linear_fraction > 0) else None
+        # sub-blocks (a mixer or an MLP, each with its norm and residual) per layer: 2 in a transformer
+        self.blocks_per_layer = self.attention_fraction + self.mamba_fraction + self.linear_fraction + self.mlp_fraction
 
     # -- parameters -----------------------------------------------------------------------
     @cached_property
     def attention_params(self):
-        return self.hidden * (self.q_dim + 2 * self.kv_dim) + self.q_dim * self.hidden + 2 * self.hidden
+        """One attention layer's mixer: projections (GQA, or MLA's compressions and up-projections),
+        the output gate and sinks where the model has them, and its norm."""
+        gqa = self.hidden * (self.q_dim * (1.0 + self.output_gate) + self.kv_dim + self.v_dim)
+        if np.any(self.is_mla):
+            q = np.where(self.q_lora > 0, self.q_lora * (self.hidden + 1.0 + self.q_dim), self.hidden * self.q_dim)
+            kv = (self.hidden * (self.kv_lora + self.rope_dim) + self.kv_lora
+                  + self.kv_lora * self.heads * (self.head_dim - self.rope_dim + self.v_head_dim))
+            gqa = np.where(self.is_mla, q + kv, gqa)
+        return gqa + self.o_dim * self.hidden + self.hidden + self.sinks * self.heads
+
+    @cached_property
+    def mixer_params(self):
+        """Mean over the layers of everything but the MLP/MoE weights: each type of sequence mixer
+        on its share of the layers, and the norm in front of each MLP block."""
+        params = self.attention_fraction * self.attention_params + self.mlp_fraction * self.hidden
+        if self.mamba is not None:
+            params = params + self.mamba_fraction * self.mamba.params(self.hidden)
+        if self.linear is not None:
+            params = params + self.linear_fraction * self.linear.params(self.hidden)
+        return params
 
     @cached_property
     def dense_mlp_params(self):
@@ -68,7 +114,7 @@ class Model:
 
     @cached_property
     def total_params(self):
-        return (self.layers * self.attention_params + self.dense_layers * self.dense_mlp_params
+        return (self.layers * self.mixer_params + self.dense_layers * self.dense_mlp_params
                 + self.moe_layers * (self.expert_params + self.moe_replicated_params)
                 + self.embedding_params + self.output_params)
 
@@ -76,14 +122,99 @@ class Model:
     def active_params(self):
         """Parameters touched per token (top-k routed experts instead of all of them)."""
         routed = self.top_k * self.mlp_mats * self.hidden * self.moe_ffn
-        return (self.layers * self.attention_params + self.dense_layers * self.dense_mlp_params
+        return (self.layers * self.mixer_params + self.dense_layers * self.dense_mlp_params
                 + self.moe_layers * (routed + self.moe_replicated_params)
                 + self.embedding_params + self.output_params)
 
     # -- FLOPs --------------------------------------------------------------------------
+    def attention_span(self, context):
+        """Keys a query attends to at a context length, averaged over the attention layers: the whole
+        context on full layers (Megatron convention, no causal halving), at most `sliding_window`
+        on windowed ones and `attention_chunk` on chunked ones."""
+        span = context
+        if np.any(self.window_fraction > 0):
+            span = span + self.window_fraction * (capped(context, self.window) - context)
+        if np.any(self.chunk_fraction > 0):
+            span = span + self.chunk_fraction * (capped(context, self.chunk) - context)
+        return span
+
+    def mixer_flops_per_token(self, context):
+        """Forward FLOPs per token of one average layer beyond 2 per weight: attention scores and
+        attention x V (2 heads (qk + v) per key), the state-space and delta-rule scans."""
+        flops = self.attention_fraction * 2.0 * self.heads * (self.head_dim + self.v_head_dim) * self.attention_span(context)
+        if self.mamba is not None:
+            flops = flops + self.mamba_fraction * self.mamba.scan_flops_per_token(context)
+        if self.linear is not None:
+            flops = flops + self.linear_fraction * self.linear.scan_flops_per_token(context)
+        return flops
+
     def forward_flops_per_token(self, context):
         """Model FLOPs of one forward token at a given attention context length, the Megatron
-        convention (attention over the full context, no causal halving; embedding lookup free)."""
+        convention (2 per weight that multiplies, attention over the full context or its window, no
+        causal halving; embedding lookup free)."""
         matmul_params = self.active_params - self.embedding_params + np.where(self.tied, self.vocab * self.hidden, 0.0)
-        attention = 4.0 * self.layers * self.q_dim * context  # scores + attention x V
-        return 2.0 * matmul_params + attention
+        return 2.0 * matmul_params + self.layers * self.mixer_flops_per_token(context)
+
+
+def capped(context, limit):
+    """min(context, limit) where a limit is set (> 0), else the context."""
+    return np.where(limit > 0, np.minimum(context, limit), context)
+
+
+class Mamba2:
+    """A Mamba-2 mixer (state-space duality, Dao & Gu 2024, arXiv 2405.21060): in_proj to z, x, B, C
+    and dt, a causal conv over x, B, C, the chunked SSD scan, a gated RMSNorm and out_proj.
+    Shapes as in Hugging Face `NemotronHMamba2Mixer` and Megatron-Core `MambaMixer`."""
+
+    def __init__(self, f):
+        self.heads, self.head_dim, self.state = f("mamba_heads"), f("mamba_head_dim"), f("mamba_state_dim")
+        self.groups, self.conv_kernel, self.chunk = f("mamba_groups"), f("mamba_conv_kernel"), f("mamba_chunk")
+        self.inner = self.heads * self.head_dim
+        self.bc = 2.0 * self.groups * self.state                   # B and C widths
+        self.conv_dim = self.inner + self.bc
+        self.in_proj = 2.0 * self.inner + self.bc + self.heads      # z, x, B, C, dt
+
+    def params(self, hidden):
+        conv = self.conv_dim * (self.conv_kernel + 1.0)             # weights and bias
+        return hidden * self.in_proj + conv + 3.0 * self.heads + self.inner + self.inner * hidden + hidden
+
+    def scan_flops_per_token(self, context):
+        """SSD with chunk Q (per token): C B^T per group 2QGN, the intra-chunk output 2QHP, the chunk
+        states B^T x and their output C h 2HPN each; the inter-chunk recurrence (2HPN/Q) and the
+        element-wise decays are left out."""
+        q = np.minimum(self.chunk, np.maximum(context, 1.0))
+        return 2.0 * q * (self.groups * self.state + self.heads * self.head_dim) + 4.0 * self.heads * self.head_dim * self.state
+
+    def state_elements(self):
+        """Recurrent state per sequence: the SSM state H P N and the conv window (K-1) conv_dim."""
+        return self.heads * self.head_dim * self.state + (self.conv_kernel - 1.0) * self.conv_dim
+
+
+class GatedDeltaNet:
+    """Gated linear attention as Qwen3-Next runs it (Gated DeltaNet, Yang et al. 2024, arXiv
+    2412.06464): in_proj to q, k, v, the output gate z and beta, a; a causal conv over q, k, v; the
+    chunked delta rule (flash-linear-attention); a gated RMSNorm per head and out_proj."""
+
+    def __init__(self, f):
+        self.key_heads, self.value_heads = f("linear_key_heads"), f("linear_value_heads")
+        self.key_head_dim, self.value_head_dim = f("linear_key_head_dim"), f("linear_value_head_dim")
+        self.conv_kernel, self.chunk = f("linear_conv_kernel"), f("linear_attention_chunk")
+        self.key_dim, self.value_dim = self.key_heads * self.key_head_dim, self.value_heads * self.value_head_dim
+        self.conv_dim = 2.0 * self.key_dim + self.value_dim
+        self.in_proj = 2.0 * self.key_dim + 2.0 * self.value_dim + 2.0 * self.value_heads   # q, k, v, z, beta, a
+
+    def params(self, hidden):
+        return (hidden * self.in_proj + self.conv_dim * self.conv_kernel + 2.0 * self.value_heads
+                + self.value_head_dim + self.value_dim * hidden + hidden)
+
+    def scan_flops_per_token(self, context):
+        """Chunked delta rule with chunk C per value head (q, k repeated to the value heads), per
+        token: K K^T, the WY factors W = T K and U = T V, Q K^T and the intra-chunk output
+        2C (3 dk + 2 dv); W S, Q S and the state update 6 dk dv. The triangular solve is left out."""
+        c = np.minimum(self.chunk, np.maximum(context, 1.0))
+        dk, dv = self.key_head_dim, self.value_head_dim
+        return self.value_heads * (2.0 * c * (3.0 * dk + 2.0 * dv) + 6.0 * dk * dv)
+
+    def state_elements(self):
+        """Recurrent state per sequence: a dk x dv matrix per value head and the conv window."""
+        return self.value_heads * self.key_head_dim * self.value_head_dim + (self.conv_kernel - 1.0) * self.conv_dim

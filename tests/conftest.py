@@ -71,3 +71,21 @@ def postgres_url():
         subprocess.run(prefix + [f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"],
                        capture_output=True)
         shutil.rmtree(d, ignore_errors=True)
+
+
+# ---- measured kernel tables (../shared/data/kernels; the files stay outside the project) --------
+KERNELS = os.environ.get("DSE_KERNELS") or os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "kernels")
+
+
+@pytest.fixture(scope="session")
+def kernels_dir() -> str:
+    if not os.path.isdir(KERNELS):
+        pytest.skip(f"no measured kernel tables at {KERNELS} (set DSE_KERNELS to their directory)")
+    return os.path.abspath(KERNELS)
+
+
+@pytest.fixture(scope="session")
+def all_fits(kernels_dir):
+    """Every family's fits on every GPU, computed once per test session."""
+    from dse.calibrate.run import calibrate
+    return calibrate(kernels_dir)

@@ -34,10 +34,22 @@ def tree_ar(n, m, a, b):
     return 2 * np.ceil(np.log2(n)) * a + 2 * m / b
 
 
+def fitted(rows, eff=1.0, floor=0.0, half_bytes=0.0, copy=0.0) -> dict:
+    """Per-op fitted collective columns, the same for every op."""
+    out = {}
+    for op in C.COLLECTIVE_OPS:
+        out.update({f"{op}_efficiency": np.full(rows, eff), f"{op}_floor_s": np.full(rows, floor),
+                    f"{op}_half_bytes": np.full(rows, half_bytes), f"{op}_local_copy_fraction": np.full(rows, copy)})
+    return out
+
+
 def net(domain=8.0, topology=0, overhead=0.0, up_eff=1.0, out_eff=1.0, up_alpha=ALPHA_UP, up_beta=BETA_UP,
-        out_alpha=ALPHA_OUT, out_beta=BETA_OUT):
-    cols = {"scaleup_domain": np.array([domain]), "scaleup_latency_s": np.array([up_alpha]),
-            "scaleup_bandwidth_bytes_per_s": np.array([up_beta]), "scaleup_efficiency": np.array([up_eff]),
+        out_alpha=ALPHA_OUT, out_beta=BETA_OUT, half_bytes=0.0, copy=0.0):
+    """A network whose fitted bus-efficiency shape is off (half_bytes 0, no local copy): the
+    alpha-beta formulas exactly, unless a test turns the shape on."""
+    cols = {**fitted(1, eff=up_eff, half_bytes=half_bytes, copy=copy),
+            "scaleup_domain": np.array([domain]), "scaleup_latency_s": np.array([up_alpha]),
+            "scaleup_bandwidth_bytes_per_s": np.array([up_beta]),
             "scaleout_latency_s": np.array([out_alpha]),
             "scaleout_bandwidth_bytes_per_s": np.array([out_beta]),
             "scaleout_efficiency": np.array([out_eff]), "topology_code": np.array([topology])}
@@ -220,9 +232,10 @@ def test_network_torus_all_reduce_and_reduce_scatter(topology, dims, k):
 
 def test_topology_rows_in_one_batch_are_independent():
     cols = {"scaleup_domain": f([8, 8, 8]), "scaleup_latency_s": f([ALPHA_UP] * 3),
-            "scaleup_bandwidth_bytes_per_s": f([BETA_UP] * 3), "scaleup_efficiency": f([1, 1, 1]),
+            "scaleup_bandwidth_bytes_per_s": f([BETA_UP] * 3), **fitted(3),
             "scaleout_latency_s": f([ALPHA_OUT] * 3), "scaleout_bandwidth_bytes_per_s": f([BETA_OUT] * 3),
-            "scaleout_efficiency": f([1, 1, 1]), "topology_code": np.array([0, 1, 2])}
+            "scaleout_efficiency": f([1, 1, 1]), "topology_code": np.array([0, 1, 2]),
+            }
     n, g = f([8 * 64] * 3), f([8] * 3)
     batch = Network(cols).all_reduce_s(n, g, M)
     for i, topo in enumerate((0, 1, 2)):
@@ -355,3 +368,35 @@ def test_non_power_of_two_domain_takes_the_slowest_groups_count():
     assert sorted(set(counts)) == [4, 5]
     p = Placement(f([72]), f([tp]), f([cp]), f([ep]), f([1]), f([ep]))
     assert p.ep_in[0] == min(counts)
+
+
+# ---- the fitted bus-efficiency shape (dse.perf.forms.collective, dse calibrate) ------------------
+def test_small_messages_and_small_groups_reach_less_bandwidth():
+    """Measured NCCL busbw rises with message size (per-chunk overhead) and with group size (the
+    local copy): the fitted shape slows small messages and 2-rank groups, never large 8-rank ones
+    beyond the efficiency."""
+    plain, shaped = net(), net(half_bytes=5e6, copy=0.4)
+    n, g = f(8), f(8)
+    for m in (1e6, 16e6, 1e9):
+        ratio = shaped.all_reduce_s(n, g, m) / plain.all_reduce_s(n, g, m)
+        assert ratio > 1.0
+    big = shaped.all_gather_s(n, g, 1e9) / plain.all_gather_s(n, g, 1e9)
+    small = shaped.all_gather_s(n, g, 1e6) / plain.all_gather_s(n, g, 1e6)
+    assert small > big  # the penalty shrinks as the message grows
+    two = shaped.all_gather_s(f(2), f(2), 1e9) / plain.all_gather_s(f(2), f(2), 1e9)
+    assert two > big    # 2-rank groups pay the local copy on a larger share of their traffic
+    # 1e9 bytes on 8 ranks: 1/(1+sqrt(5e6/1e9)) * 7/7.4 of the link, as the form says
+    expected = (1 + np.sqrt(5e6 / 1e9)) * 7.4 / 7
+    assert big == pytest.approx(expected, rel=0.02)
+
+
+def test_the_fitted_floor_is_paid_once_per_training_collective():
+    base = {"scaleup_domain": np.array([8.0]), "scaleup_latency_s": np.array([0.0]),
+            "scaleup_bandwidth_bytes_per_s": np.array([BETA_UP]),
+            "scaleout_latency_s": np.array([0.0]), "scaleout_bandwidth_bytes_per_s": np.array([BETA_OUT]),
+            "scaleout_efficiency": np.array([1.0])}
+    with_floor = Network({**base, **fitted(1, floor=7e-6)})
+    without = Network({**base, **fitted(1)})
+    for n in (2.0, 8.0, 16.0):
+        assert (with_floor.all_reduce_s(f(n), f(8), 1e6) - without.all_reduce_s(f(n), f(8), 1e6)) == pytest.approx(7e-6)
+    assert with_floor.all_reduce_s(f(1), f(1), 1e6) == 0.0

@@ -16,7 +16,10 @@ from dse.workload import Model
 PROPERTY = settings(max_examples=30, deadline=None, derandomize=True)
 
 PEAK, BW = 1e15, 3e12            # FLOP/s, bytes/s
-EFF_MAX, HALF, MEM_EFF = 0.8, 128.0, 0.9
+MEM_EFF = 0.9
+# fitted-form parameters of a Hopper-like part (the shape of dse calibrate's H100 bf16 fit)
+P = roofline.GemmParams(efficiency_max=0.8, tiles_per_wave=64.0, k_ramp=50.0, split_k_min_depth=3000.0,
+                        floor_s=3e-6, memory_efficiency=0.85)
 
 
 def model(**kw) -> Model:
@@ -33,48 +36,56 @@ def gpt(b_h=4096, heads=32, **kw):
 
 def rates(peak_gemm=PEAK, peak_bf16=PEAK, bw=BW):
     return Rates(peak_gemm=peak_gemm, peak_bf16=peak_bf16, bandwidth=bw, memory_efficiency=MEM_EFF,
-                 gemm_efficiency_max=EFF_MAX, gemm_half_dim=HALF, attention_efficiency=0.6)
+                 gemm=P, gemm_bf16=P, attention_efficiency=0.6)
 
 
-# ---- roofline --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("m,n,k,count,ob", [(4096, 4096, 4096, 1, 2.0), (1, 4096, 4096, 1, 2.0),
+# ---- GEMM time (the fitted form of dse.perf.forms.gemm) ----------------------------------------------
+@pytest.mark.parametrize("m,n,k,count,ob", [(8192, 8192, 8192, 1, 2.0), (1, 4096, 4096, 1, 2.0),
                                             (8, 128, 28672, 3, 1.0), (16384, 512, 64, 96, 2.0)])
-def test_gemm_time_is_the_max_of_compute_and_memory(m, n, k, count, ob):
-    d = min(m, n, k)
-    efficiency = EFF_MAX * d / (d + HALF)
-    compute = 2.0 * m * n * k * count / (PEAK * efficiency)
-    memory = ((m * k + k * n) * ob + m * n * roofline.OUTPUT_BYTES) * count / (BW * MEM_EFF)
-    t = roofline.gemm_time_s(m, n, k, count, ob, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
-    assert t == pytest.approx(max(compute, memory), rel=1e-12)
-    c, mem = roofline.gemm_compute_memory_s(m, n, k, count, ob, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
-    assert (c, mem) == (pytest.approx(compute, rel=1e-12), pytest.approx(memory, rel=1e-12))
-    assert roofline.gemm_is_compute_bound(m, n, k, ob, PEAK, BW, EFF_MAX, HALF, MEM_EFF) == (compute >= memory)
+def test_gemm_time_is_floor_plus_quadrature_of_compute_and_memory(m, n, k, count, ob):
+    c, mem = roofline.gemm_compute_memory_s(m, n, k, count, ob, PEAK, BW, P)
+    t = roofline.gemm_time_s(m, n, k, count, ob, PEAK, BW, P)
+    assert t == pytest.approx(P.floor_s + np.hypot(c, mem), rel=1e-12)
+    assert max(c, mem) <= t - P.floor_s <= c + mem
+    # memory side: operands at their width, the output in 16 bit, at the fitted bandwidth fraction
+    assert mem == pytest.approx(((m * k + k * n) * ob + m * n * 2.0) * count / (BW * P.memory_efficiency), rel=1e-12)
 
 
-def test_gemm_output_is_written_in_16_bit():
+def test_large_gemm_tends_to_the_fitted_fraction_of_peak_and_small_k_pays_the_ramp():
+    m = n = k = 16384.0
+    c, _ = roofline.gemm_compute_memory_s(m, n, k, 1.0, 2.0, PEAK, BW, P)
+    ideal = 2 * m * n * k / (PEAK * P.efficiency_max)
+    assert c == pytest.approx(ideal * (1 + P.k_ramp / k), rel=1e-9)   # many waves: only the k ramp remains
+    c64, _ = roofline.gemm_compute_memory_s(m, n, 64.0, 1.0, 2.0, PEAK, BW, P)
+    assert c64 / (2 * m * n * 64 / (PEAK * P.efficiency_max)) == pytest.approx(1 + P.k_ramp / 64, rel=1e-9)
+
+
+def test_few_output_tiles_leave_the_gpu_idle():
+    """One 64x128 tile of a short-k GEMM cannot use more than one tile slot (no split below the
+    minimum depth): its FLOP rate is far below a full wave's."""
+    c_one, _ = roofline.gemm_compute_memory_s(64.0, 128.0, 1024.0, 1.0, 2.0, PEAK, BW, P)
+    c_full, _ = roofline.gemm_compute_memory_s(64.0 * 8, 128.0 * 8, 1024.0, 1.0, 2.0, PEAK, BW, P)
+    assert c_full == pytest.approx(c_one, rel=1e-9)   # 64 tiles fill one wave in the same time as one
+
+
+def test_output_is_written_in_16_bit():
     assert roofline.OUTPUT_BYTES == 2.0
 
 
-def test_efficiency_is_half_of_max_at_the_half_dimension_and_saturates():
-    assert roofline.gemm_efficiency(HALF, 1e6, 1e6, EFF_MAX, HALF) == pytest.approx(EFF_MAX / 2)
-    assert roofline.gemm_efficiency(1e9, 1e9, 1e9, EFF_MAX, HALF) == pytest.approx(EFF_MAX, rel=1e-6)
-    # the smallest side sets it, whichever it is
-    for shape in [(64, 8192, 8192), (8192, 64, 8192), (8192, 8192, 64)]:
-        assert roofline.gemm_efficiency(*shape, EFF_MAX, HALF) == pytest.approx(EFF_MAX * 64 / (64 + HALF))
-
-
 def test_decode_gemm_is_memory_bound_and_large_square_gemm_compute_bound():
-    assert not roofline.gemm_is_compute_bound(1, 8192, 8192, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
-    assert roofline.gemm_is_compute_bound(8192, 8192, 8192, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    c, mem = roofline.gemm_compute_memory_s(1.0, 8192.0, 8192.0, 1.0, 2.0, PEAK, BW, P)
+    assert mem > c
+    c, mem = roofline.gemm_compute_memory_s(8192.0, 8192.0, 8192.0, 1.0, 2.0, PEAK, BW, P)
+    assert c > mem
 
 
 @pytest.mark.parametrize("shape", [(0, 4096, 4096, 1), (4096, 0, 4096, 1), (4096, 4096, 0, 1), (4096, 4096, 4096, 0)])
 def test_zero_size_gemm_costs_nothing(shape):
     m, n, k, count = (np.array([float(x)]) for x in shape)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+        t = roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW, P)
     assert t[0] == 0.0
-    c, mem = roofline.gemm_compute_memory_s(m, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+    c, mem = roofline.gemm_compute_memory_s(m, n, k, count, 2.0, PEAK, BW, P)
     assert c[0] == 0.0 and mem[0] == 0.0
     flops, nbytes = roofline.op_flops_bytes(Op("x", "gemm", "gemm", m, n, k, count=count))
     assert flops[0] == 0.0 and nbytes[0] == 0.0
@@ -86,26 +97,50 @@ dims = st.integers(1, 1 << 16)
 @PROPERTY
 @given(dims, dims, dims, st.integers(1, 64), st.floats(1.0, 10.0), st.floats(1.0, 10.0))
 def test_more_peak_or_bandwidth_is_never_slower(m, n, k, count, peak_factor, bw_factor):
-    base = roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
-    assert roofline.gemm_time_s(m, n, k, count, 2.0, PEAK * peak_factor, BW, EFF_MAX, HALF, MEM_EFF) <= base
-    assert roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW * bw_factor, EFF_MAX, HALF, MEM_EFF) <= base
-    # a bigger GEMM is never faster
-    assert roofline.gemm_time_s(m + 1, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF) >= base
+    base = roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW, P)
+    assert roofline.gemm_time_s(m, n, k, count, 2.0, PEAK * peak_factor, BW, P) <= base * (1 + 1e-12)
+    assert roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW * bw_factor, P) <= base * (1 + 1e-12)
 
 
 @PROPERTY
 @given(dims, dims, dims, st.integers(1, 64))
-def test_count_scales_time_linearly(m, n, k, count):
-    one = roofline.gemm_time_s(m, n, k, 1, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
-    assert roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF) == pytest.approx(count * one)
+def test_a_batched_gemm_is_never_slower_than_its_products_one_after_another(m, n, k, count):
+    """`count` products in one kernel share its waves and pay one floor: at most count x one, at
+    least the time of their FLOPs and bytes at full efficiency."""
+    one = roofline.gemm_time_s(m, n, k, 1, 2.0, PEAK, BW, P)
+    batched = roofline.gemm_time_s(m, n, k, count, 2.0, PEAK, BW, P)
+    assert batched <= count * one * (1 + 1e-9)
+    assert batched >= max(2.0 * m * n * k * count / (PEAK * P.efficiency_max),
+                          ((m * k + k * n) * 2.0 + m * n * 2.0) * count / (BW * P.memory_efficiency)) * (1 - 1e-9)
+
+
+def test_batched_small_gemms_fill_the_waves_together():
+    # 128 attention heads of (256 x 96) @ (96 x 256): 8 tiles each, a fraction of one wave alone;
+    # together they fill 16 waves instead of taking 128
+    c_batched, _ = roofline.gemm_compute_memory_s(256.0, 256.0, 96.0, 128.0, 2.0, PEAK, BW, P)
+    c_one, _ = roofline.gemm_compute_memory_s(256.0, 256.0, 96.0, 1.0, 2.0, PEAK, BW, P)
+    assert c_batched == pytest.approx(128 * 8 / P.tiles_per_wave * c_one, rel=1e-9)
 
 
 def test_gemm_peak_by_precision():
+    """Each format runs against its tensor cores' catalog peak (the fraction of it is fitted)."""
     hw = {"peak_bf16_flops_per_s": np.array([1e15]), "peak_fp8_flops_per_s": np.array([2e15]),
-          "peak_fp4_flops_per_s": np.array([4e15]), "low_precision_efficiency": np.array([0.9]),
-          "fp4_efficiency": np.array([0.8])}
-    for code, want in [(0, 1e15), (1, 2e15 * 0.9), (2, 4e15 * 0.9 * 0.8)]:
+          "peak_fp4_flops_per_s": np.array([4e15])}
+    from dse.schema import enum_code
+    for name, want in [("bf16", 1e15), ("fp8", 2e15), ("fp8-block", 2e15), ("mxfp8", 2e15), ("nvfp4", 4e15),
+                       ("mxfp4", 4e15), ("FP8-MX", 2e15), ("fp4", 4e15)]:
+        code = enum_code("precision", name)
         assert roofline.gemm_peak_flops_per_s(np.array([code]), hw)[0] == pytest.approx(want)
+
+
+def test_each_row_takes_the_gemm_parameters_of_its_format():
+    from dse.catalog.fitted import GEMM_PARAMS, gemm_column
+    from dse.perf.precision import CODE, NAMES
+    hw = {gemm_column(p, f): np.full(3, float(i + 1) * (1 + j)) for i, f in enumerate(NAMES)
+          for j, p in enumerate(GEMM_PARAMS)}
+    codes = np.array([CODE["bf16"], CODE["nvfp4"], CODE["mxfp8"]], dtype=np.int8)
+    got = roofline.GemmParams.of(hw, codes)
+    assert list(got.efficiency_max) == [CODE["bf16"] + 1.0, CODE["nvfp4"] + 1.0, CODE["mxfp8"] + 1.0]
 
 
 def test_op_compute_memory_for_gemm_fused_and_stream_ops():
@@ -114,9 +149,9 @@ def test_op_compute_memory_for_gemm_fused_and_stream_ops():
     low = Op("g", "gemm", "gemm", 4096.0, 4096.0, 4096.0, operand_bytes=1.0, low_precision=True)
     bf16 = Op("g", "gemm", "gemm", 4096.0, 4096.0, 4096.0, operand_bytes=1.0)
     assert roofline.op_compute_memory_s(low, r) == roofline.gemm_compute_memory_s(
-        4096.0, 4096.0, 4096.0, 1.0, 1.0, 2 * PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+        4096.0, 4096.0, 4096.0, 1.0, 1.0, 2 * PEAK, BW, P)
     assert roofline.op_compute_memory_s(bf16, r) == roofline.gemm_compute_memory_s(
-        4096.0, 4096.0, 4096.0, 1.0, 1.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+        4096.0, 4096.0, 4096.0, 1.0, 1.0, PEAK, BW, P)
     # fused (FlashAttention): given FLOPs at the attention efficiency, given bytes at the memory efficiency
     fused = Op("a", "attention", "fused", flops=3e12, bytes=5e9)
     c, mem = roofline.op_compute_memory_s(fused, r)
@@ -252,4 +287,4 @@ def test_zero_size_gemm_time_raises_no_floating_point_warning():
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        roofline.gemm_time_s(np.array([0.0]), 4096.0, 4096.0, 1.0, 2.0, PEAK, BW, EFF_MAX, HALF, MEM_EFF)
+        roofline.gemm_time_s(np.array([0.0]), 4096.0, 4096.0, 1.0, 2.0, PEAK, BW, P)

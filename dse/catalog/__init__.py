@@ -1,7 +1,8 @@
 """Catalogs: data files with a source beside every number.
 
 `systems.csv`   accelerators in their standard server and cluster (one row per system name)
-`efficiency.csv` achievable fractions of peak per GPU generation (few, physical, calibrated once)
+`efficiency.csv` kernel time-model parameters per GPU fitted by `dse calibrate` from measured kernels
+`efficiency_projection.csv` the same per generation for parts without kernel data (with basis)
 `models.csv`    transformer dimensions of published models
 
 Names are matched case-insensitively; vendor spellings are aliases. An unknown name
@@ -92,21 +93,38 @@ def systems() -> pd.DataFrame:
     eff = efficiency_si()
     for col in eff.columns:
         out[col] = t["generation"].map(eff[col]).astype(float)
+    from dse.catalog.fitted import fitted_columns
+    fitted = fitted_columns()
+    for col in fitted.columns:  # measured kernels beat the generation's projection
+        out[col] = out["name"].map(fitted[col]).fillna(out[col]) if col in out else out["name"].map(fitted[col])
     return out.set_index("name", drop=False)
 
 
 @lru_cache(maxsize=None)
 def efficiency() -> pd.DataFrame:
-    return _read("efficiency.csv").set_index("generation")
+    """Per-generation parameters of parts without measured kernels (projections with their basis):
+    derived accelerators, and catalog systems `dse calibrate` has no kernel tables for."""
+    return _read("efficiency_projection.csv").set_index("generation")
+
+
+@lru_cache(maxsize=None)
+def kernel_fits() -> pd.DataFrame:
+    """The output of `dse calibrate`: one row per fitted parameter, system, family and precision."""
+    return _read("efficiency.csv")
 
 
 @lru_cache(maxsize=None)
 def efficiency_si() -> pd.DataFrame:
     """The per-generation efficiency parameters as model columns: fractions as they are,
     microsecond overheads in seconds (`launch_overhead_us` -> `launch_overhead_s`)."""
-    eff = efficiency().drop(columns=["basis"]).astype(float)
+    table = efficiency()
+    eff = table.drop(columns=["basis", "kernels_like"]).astype(float)
     for col in [c for c in eff.columns if c.endswith("_us")]:
         eff[col[:-3] + "_s"] = eff.pop(col) * 1e-6
+    from dse.catalog.fitted import fitted_columns
+    fitted = fitted_columns()  # a generation carries over the fitted kernels of the system it names
+    for col in fitted.columns:
+        eff[col] = table["kernels_like"].map(fitted[col]).astype(float).fillna(eff[col] if col in eff else np.nan)
     return eff
 
 
@@ -130,7 +148,11 @@ def system(name: str) -> pd.Series:
     return systems().loc[resolve_system(name)]
 
 
-def model(name: str) -> pd.Series:
+def model(name) -> pd.Series:
+    """A catalog model's row, or the model columns of a Hugging Face config (dse.catalog.hfconfig)."""
+    from dse.catalog import hfconfig
+    if hfconfig.is_config(name):
+        return pd.Series(hfconfig.model_columns(name))
     return models().loc[resolve_model(name)]
 
 

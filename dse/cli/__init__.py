@@ -17,6 +17,7 @@ from dse.errors import ConfigError
 # Modules exposing `register(subparsers)`; each adds its parser with `set_defaults(func=...)`.
 COMMAND_MODULES = (
     "dse.cli.validate",
+    "dse.cli.calibrate",
     "dse.cli.bench",
     "dse.cli.listing",
     "dse.cli.roofline",

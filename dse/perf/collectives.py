@@ -33,6 +33,7 @@ from functools import cached_property
 import numpy as np
 
 from dse.columns import real
+from dse.perf.forms.collective import bus_efficiency
 
 TOPOLOGIES = ("fat-tree", "torus2d", "torus3d")
 
@@ -127,80 +128,108 @@ class Placement:
         return np.where(self.hierarchical, self._outer[1], 1.0)
 
 
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
 class Network:
     """Per-row network parameters, built once per evaluation from the hardware columns.
 
-    `overhead_s` is a fixed time added to every collective and send of a group of more than one
-    rank (kernel launch and synchronisation, which dominate at decode's few-KB messages): the
-    serving engines' `collective_overhead_s`; training passes none (its collectives are large and
-    overlapped; a fitted per-collective floor for both is issue 12's calibration)."""
+    Each collective op has its fitted parameters (`dse calibrate` on NCCL kernels; model columns
+    `<op>_efficiency`, `<op>_floor_s`, `<op>_half_bytes`, `<op>_local_copy_fraction`): the achieved
+    bandwidth is the link bandwidth times the op's large-message fraction times the shape of NCCL's
+    bus efficiency (dse.perf.forms.collective: small messages and small groups do not fill the
+    links). Across scale-up domains the same shape applies on the scale-out network, its efficiency
+    `scaleout_efficiency` and its half-saturation size scaled by bandwidth (a time carries over).
+    Every call of a group of more than one rank pays the op's fixed floor (launch, synchronisation),
+    or `overhead_s` when given (the serving engines' per-collective overhead)."""
 
-    def __init__(self, cols: dict, overhead_s=0.0):
+    def __init__(self, cols: dict, overhead_s=None):
         self.overhead = overhead_s
         self.domain = real(cols["scaleup_domain"])
         self.up_alpha = real(cols["scaleup_latency_s"])
-        self.up_beta = real(cols["scaleup_bandwidth_bytes_per_s"]) * real(cols["scaleup_efficiency"])
+        self.up_link = real(cols["scaleup_bandwidth_bytes_per_s"])
         self.out_alpha = real(cols["scaleout_latency_s"])
-        self.out_beta = real(cols["scaleout_bandwidth_bytes_per_s"]) * real(cols["scaleout_efficiency"])
+        self.out_link = real(cols["scaleout_bandwidth_bytes_per_s"])
+        self.out_eff = real(cols["scaleout_efficiency"])
+        self.eff = {op: real(cols[f"{op}_efficiency"]) for op in COLLECTIVE_OPS}
+        self.floor = {op: real(cols[f"{op}_floor_s"]) for op in COLLECTIVE_OPS}
+        self.half = {op: real(cols[f"{op}_half_bytes"]) for op in COLLECTIVE_OPS}
+        self.copy = {op: real(cols[f"{op}_local_copy_fraction"]) for op in COLLECTIVE_OPS}
         self.topology = np.asarray(cols.get("topology_code", np.zeros_like(self.domain)), dtype=np.int8)
         self.torus_dims = (2 + (self.topology == 2)).astype(self.domain.dtype)
 
+    def up(self, op, n, message_bytes):
+        """Achieved scale-up bandwidth per GPU of collective `op` over n ranks on `message_bytes`."""
+        shape = bus_efficiency(n, np.maximum(message_bytes, 1.0), 1.0, self.half[op], self.copy[op])
+        return self.up_link * self.eff[op] * shape
+
+    def out(self, op, n, message_bytes):
+        """Achieved scale-out bandwidth per GPU of collective `op` over n ranks on `message_bytes`."""
+        half = self.half[op] * self.out_link / self.up_link
+        shape = bus_efficiency(n, np.maximum(message_bytes, 1.0), 1.0, half, self.copy[op])
+        return self.out_link * self.out_eff * shape
+
     # -- collectives over a group of n ranks, g of them inside one scale-up domain ---------
-    def _plus_overhead(self, n, t):
-        if isinstance(self.overhead, float) and self.overhead == 0.0:
+    def _plus_overhead(self, op, n, t):
+        fixed = self.floor[op] if self.overhead is None else self.overhead
+        if isinstance(fixed, float) and fixed == 0.0:
             return t
-        return np.where(n > 1, t + self.overhead, t)
+        return np.where(n > 1, t + fixed, t)
 
     def all_reduce_s(self, n, g, message_bytes):
-        return self._plus_overhead(n, self._all_reduce_s(n, g, message_bytes))
+        return self._plus_overhead("all_reduce", n, self._all_reduce_s(n, g, message_bytes))
 
     def _all_reduce_s(self, n, g, message_bytes):
-        within = g >= n
-        across = n / g
-        inside = (all_reduce_flat_s(n, message_bytes, self.up_alpha, self.up_beta)
+        op, within, across = "all_reduce", g >= n, n / g
+        inside = (all_reduce_flat_s(n, message_bytes, self.up_alpha, self.up(op, n, message_bytes))
                   if within.any() else 0.0)
-        hierarchical = (2 * reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up_beta)
-                        + all_reduce_flat_s(across, message_bytes / g, self.out_alpha, self.out_beta)
+        inner = reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up(op, g, message_bytes))
+        out_beta = self.out(op, across, message_bytes / g)
+        hierarchical = (2 * inner + all_reduce_flat_s(across, message_bytes / g, self.out_alpha, out_beta)
                         if not within.all() else 0.0)
         switched = np.where(within, inside, hierarchical)
         if not self.topology.any():
             return switched
-        torus_across = torus_collective_s(across, message_bytes / g, self.out_alpha, self.out_beta,
-                                          self.torus_dims, 2.0)
-        torus = (reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up_beta) + torus_across
-                 + all_gather_flat_s(g, message_bytes, self.up_alpha, self.up_beta))
+        torus = 2 * inner + torus_collective_s(across, message_bytes / g, self.out_alpha, out_beta, self.torus_dims, 2.0)
         return np.where((self.topology == 0) | (g >= n), switched, torus)
 
     def reduce_scatter_s(self, n, g, message_bytes):
-        """Reduce-scatter (= all-gather time): inside the domain, then across domains on M/g."""
-        return self._plus_overhead(n, self._reduce_scatter_s(n, g, message_bytes))
+        """Reduce-scatter: inside the domain, then across domains on M/g."""
+        return self._plus_overhead("reduce_scatter", n, self._scatter_gather_s("reduce_scatter", n, g, message_bytes))
 
-    def _reduce_scatter_s(self, n, g, message_bytes):
+    def all_gather_s(self, n, g, message_bytes):
+        """All-gather: the reduce-scatter's steps in reverse, with its own fitted parameters."""
+        return self._plus_overhead("all_gather", n, self._scatter_gather_s("all_gather", n, g, message_bytes))
+
+    def _scatter_gather_s(self, op, n, g, message_bytes):
         across = n / g
-        inner = reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up_beta)
-        outer_ring = reduce_scatter_flat_s(across, message_bytes / g, self.out_alpha, self.out_beta)
+        inner = reduce_scatter_flat_s(g, message_bytes, self.up_alpha, self.up(op, g, message_bytes))
+        out_beta = self.out(op, across, message_bytes / g)
+        outer_ring = reduce_scatter_flat_s(across, message_bytes / g, self.out_alpha, out_beta)
         if self.topology.any():
-            outer_torus = torus_collective_s(across, message_bytes / g, self.out_alpha, self.out_beta,
+            outer_torus = torus_collective_s(across, message_bytes / g, self.out_alpha, out_beta,
                                              self.torus_dims, 1.0)
             outer_ring = np.where(self.topology == 0, outer_ring, outer_torus)
         return inner + np.where(g >= n, 0.0, outer_ring)
 
-    all_gather_s = reduce_scatter_s
-
     def all_to_all_s(self, n, g, message_bytes):
         """Each rank sends M/n to every other rank; traffic leaving the domain uses the NIC."""
-        return self._plus_overhead(n, self._all_to_all_s(n, g, message_bytes))
+        return self._plus_overhead("all_to_all", n, self._all_to_all_s(n, g, message_bytes))
 
     def _all_to_all_s(self, n, g, message_bytes):
         n = np.maximum(n, 1)
-        intra = (g - 1) / n * message_bytes / self.up_beta
-        inter = (n - g) / n * message_bytes / self.out_beta
+        intra = (g - 1) / n * message_bytes / self.up("all_to_all", n, message_bytes)
+        inter = (n - g) / n * message_bytes / self.out("all_to_all", n, message_bytes)
         alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
         return np.where(n > 1, (n - 1) * alpha + np.maximum(intra, inter), 0.0)
 
     def p2p_s(self, stride, message_bytes):
-        """Point-to-point between neighbours `stride` GPUs apart (pipeline stages, CP ring steps)."""
-        inside = stride < self.domain
+        """Point-to-point between neighbours `stride` GPUs apart (pipeline stages, CP ring steps):
+        a copy like one all-gather step, so its fitted message-size shape without the group term."""
+        op, inside = "all_gather", stride < self.domain
         alpha = np.where(inside, self.up_alpha, self.out_alpha)
-        beta = np.where(inside, self.up_beta, self.out_beta)
-        return alpha + message_bytes / beta + self.overhead
+        half = self.half[op] * np.where(inside, 1.0, self.out_link / self.up_link)
+        link = np.where(inside, self.up_link * self.eff[op], self.out_link * self.out_eff)
+        beta = link * bus_efficiency(2.0, np.maximum(message_bytes, 1.0), 1.0, half, 0.0)
+        fixed = self.floor[op] if self.overhead is None else self.overhead
+        return alpha + message_bytes / beta + fixed

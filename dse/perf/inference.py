@@ -39,6 +39,7 @@ from dse import catalog, schema
 from dse.columns import divides, first_failure, not_positive_integers
 from dse.perf import layer as L
 from dse.perf import memory as M
+from dse.perf import mixers as X
 from dse.perf import roofline as R
 from dse.perf.collectives import Network, Placement
 from dse.workload import Model
@@ -51,7 +52,7 @@ BOUNDS = np.array(["compute", "memory", "network"], dtype=object)
 def reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl):
     checks = [
         (RC["split"], np.abs(tp * pp * dp - gpus) > 0.5),
-        (RC["tp_heads"], ~divides(tp, m.heads)),
+        (RC["tp_heads"], ~divides(tp, m.heads) | X.recurrent_heads_indivisible(m, tp)),
         (RC["tp_kv_heads"], ~(divides(tp, m.kv_heads) | divides(m.kv_heads, tp))),
         (RC["pp_layers"], ~divides(pp, m.layers)),
         (RC["batch"], ~divides(dp, batch)),
@@ -70,7 +71,8 @@ class Pass:
         self.hw = {k: w[k] for k in schema.HARDWARE_COLUMNS}
         self.precision = w["precision"]
         self.operand = L.GEMM_OPERAND_BYTES[w["precision"]]
-        self.kv_cache_token = M.kv_cache_bytes_per_token(m, tp, L.GEMM_OPERAND_BYTES[w["kv_precision"]])
+        self.kv_bytes = L.GEMM_OPERAND_BYTES[w["kv_precision"]]
+        self.kv_cache_token = M.kv_cache_bytes_per_token(m, tp, self.kv_bytes)
         self.flash = w["flash_attention"]
         # Decode kernels without GQA sharing read a KV head once per query head of its group.
         self.kv_reads = np.where(w["gqa_kv_sharing"], 1.0, m.heads / np.maximum(m.kv_heads, 1))
@@ -84,15 +86,16 @@ class Pass:
     def ops(self, s: L.Shape, decode: bool) -> list:
         """The kernels of one layer for this pass, from the op inventory."""
         m = self.m
-        ops = L.projection_ops(m, s, self.operand)
+        ops = X.attention_projection_ops(m, s, self.operand, decode)
         if decode:
-            ops.append(L.decode_attention_op(m, s, self.kv_cache_token, self.kv_reads))
+            ops += X.decode_attention_ops(m, s, self.kv_cache_token, self.kv_reads)
         else:
             flash = self.flash.astype(np.float32)
             ops.append(L.fused_attention_op(m, s, self.kv_cache_token, flash, 1.0))
             if not np.all(self.flash):
                 ops += L.unfused_attention_ops(m, s, 0.0, 1.0 - flash)
-        ops += L.mlp_ops(m, s, self.operand, self.dense if np.any(m.is_moe) else 1.0)
+        ops += X.recurrent_ops(m, s, self.operand, decode)
+        ops += L.mlp_ops(m, s, self.operand, self.dense)
         if np.any(m.is_moe):
             ops += L.moe_ops(m, s, self.operand, self.moe, 1.0)
         ops.append(L.elementwise_op(m, s, self.dense, self.moe, 1.0, rope=1.0))
@@ -102,11 +105,12 @@ class Pass:
 def split_by_bound(ops, rates):
     """(compute-bound seconds, memory-bound seconds) summed over weighted ops."""
     compute = memory = 0.0
+    live_rows = {}
     for op in ops:
         if isinstance(op.weight, float) and op.weight == 0.0:
             continue
-        c, mem = R.op_compute_memory_s(op, rates)
-        t = np.maximum(c, mem) * op.weight
+        c, mem = L.weighted(R.op_compute_memory_s, op, rates, live_rows)   # both times the weight
+        t = np.maximum(c, mem)
         tc = np.where(c >= mem, t, 0.0)
         compute, memory = compute + tc, memory + (t - tc)
     return compute, memory
@@ -128,21 +132,27 @@ def stage_pass(p: Pass, net: Network, place: Placement, s: L.Shape, decode: bool
         all_to_all = 0.0
     gather = np.where(tp > 1, net.all_gather_s(tp, place.tp_in, s.seqs * m.vocab * M.LOGITS_BYTES), 0.0)
     send = np.where(pp > 1, net.p2p_s(place.pp_stride, act_msg / tp), 0.0)
-    comm = layers_per_stage * (2 * all_reduce + p.moe * 2 * all_to_all) + gather + send
+    comm = layers_per_stage * (m.blocks_per_layer * all_reduce + p.moe * 2 * all_to_all) + gather + send
     overhead = p.hw["layer_overhead_s"] * layers_per_stage + p.hw["launch_overhead_s"] * K["kernels_per_pass"]
     return compute, memory, comm, overhead
 
 
 def memory_parts(p: Pass, m, tp, pp, ep, seqs, mb_seqs, isl, osl, layers_per_stage):
-    """(weights, KV cache, activations) bytes per GPU: weights, the KV cache at full length and the
-    prefill working set (peak live tensors of one layer: buffers are reused layer to layer)."""
+    """(weights, KV cache, activations) bytes per GPU: weights, the decode cache at full length (KV
+    of the attention layers, capped at their window or chunk, and the recurrent state of Mamba-2 /
+    Gated DeltaNet layers: dse.perf.memory.cache_bytes_per_sequence) and the prefill working set
+    (peak live tensors of one layer: buffers are reused layer to layer)."""
     dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep)
     weights = (dense_params + expert_params) * p.operand
-    kv_cache = seqs * (isl + osl) * layers_per_stage * p.kv_cache_token
+    kv_cache = seqs * layers_per_stage * M.cache_bytes_per_sequence(m, tp, p.kv_bytes, isl + osl)
     tokens = mb_seqs * isl
-    q_local, kv_local = m.q_dim / tp, L.kv_width_local(m, tp)
+    q_local = m.q_dim * (1.0 + m.output_gate) / tp
     ffn_local = np.maximum(m.ffn, m.moe_ffn * (m.top_k + m.shared_experts)) / tp
-    working = tokens * (2 * m.hidden + np.maximum(q_local + 2 * kv_local, m.mlp_mats * ffn_local))
+    widest = np.maximum(q_local + L.kv_pair_local(m, tp), m.mlp_mats * ffn_local)
+    for mixer in (m.mamba, m.linear):
+        if mixer is not None:
+            widest = np.maximum(widest, mixer.in_proj / tp)
+    working = tokens * (2 * m.hidden + widest)
     scores = np.where(p.flash, 0.0, mb_seqs * (m.heads / tp) * isl * isl * 2.0)
     activations = (working + scores) * M.ACT_BYTES + mb_seqs * m.vocab / tp * M.LOGITS_BYTES
     return weights, kv_cache, activations

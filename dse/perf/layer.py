@@ -13,16 +13,17 @@ head computes the loss in FP32 while serving computes logits of the last token o
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from copy import copy
+from dataclasses import dataclass, is_dataclass
 
 import numpy as np
 
 from dse import catalog
+from dse.perf.precision import ELEMENT_BYTES as GEMM_OPERAND_BYTES  # noqa: F401 (re-exported)
 
 K = catalog.constants()
 ACT_BYTES = K["activation_bytes"]
 LOGITS_BYTES = K["logits_bytes"]
-GEMM_OPERAND_BYTES = np.array([2.0, 1.0, 0.5], dtype=np.float32)   # bf16, fp8, fp4 (bytes/element)
 
 
 @dataclass
@@ -62,12 +63,25 @@ def kv_width_local(m, tp):
     return m.head_dim * np.maximum(m.kv_heads / tp, 1.0)
 
 
+def kv_pair_local(m, tp):
+    """K plus V width per GPU (V heads may be narrower than K heads: MLA's v_head_dim)."""
+    return (m.head_dim + m.v_head_dim) * np.maximum(m.kv_heads / tp, 1.0)
+
+
+def gqa_share(m):
+    """Share of the layers that run GQA/MHA attention projections (attention layers that are not MLA)."""
+    return m.attention_fraction * ~m.is_mla if np.any(m.is_mla) else m.attention_fraction
+
+
 def projection_ops(m, s: Shape, operand) -> list:
+    """QKV (and the output gate, where the model has one) and output projections of the GQA
+    attention layers; MLA's are in dse.perf.mixers."""
     q_local = m.q_dim / s.tp
-    return [Op("qkv_proj", "gemm", "gemm", s.tokens, q_local + 2 * kv_width_local(m, s.tp), m.hidden,
-               operand_bytes=operand, low_precision=True),
-            Op("attn_out_proj", "gemm", "gemm", s.tokens, m.hidden, q_local, operand_bytes=operand,
-               low_precision=True)]
+    share = gqa_share(m)
+    return [Op("qkv_proj", "gemm", "gemm", s.tokens, q_local * (1.0 + m.output_gate) + kv_pair_local(m, s.tp),
+               m.hidden, operand_bytes=operand, low_precision=True, weight=share),
+            Op("attn_out_proj", "gemm", "gemm", s.tokens, m.hidden, m.o_dim / s.tp, operand_bytes=operand,
+               low_precision=True, weight=share)]
 
 
 def mlp_ops(m, s: Shape, operand, dense_share) -> list:
@@ -110,17 +124,34 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance) -> list:
 
 
 def attention_flops(m, seqs, q_len, ctx, tp):
-    """Score and attention x V FLOPs of one layer (no causal saving): 4 s_q s_k d per head."""
-    return 4.0 * seqs * (m.heads / tp) * q_len * ctx * m.head_dim
+    """Score and attention x V FLOPs of one attention layer over `ctx` keys (no causal saving):
+    2 s_q s_k (d_qk + d_v) per head, 4 s_q s_k d when K and V heads are as wide."""
+    return 2.0 * seqs * (m.heads / tp) * q_len * ctx * (m.head_dim + m.v_head_dim)
+
+
+def kernel_keys(m, ctx):
+    """Keys per query a causal prefill/training kernel visits, in units of ctx x causal_skip (so a
+    full layer gives ctx): a sliding window W < ctx visits W - (1 - causal_skip) W^2/ctx keys on
+    average (exact for causal_skip 1/2), a chunk C < ctx (ctx a multiple of C) causal_skip C."""
+    keys = ctx
+    skip = K["causal_skip"]
+    if np.any(m.window_fraction > 0):
+        w = np.minimum(np.where(m.window > 0, m.window, ctx), ctx)
+        keys = keys + m.window_fraction * ((w - (1.0 - skip) * w * w / np.maximum(ctx, 1.0)) / skip - ctx)
+    if np.any(m.chunk_fraction > 0):
+        keys = keys + m.chunk_fraction * (np.minimum(np.where(m.chunk > 0, m.chunk, ctx), ctx) - ctx)
+    return keys
 
 
 def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward) -> Op:
-    """FlashAttention-class prefill/training kernel: HBM load of Q, K, V, tile GEMMs on chip, HBM
-    store of O (and, serving, the new KV-cache entries); causal masking skips half the tiles."""
-    nbytes = s.tokens * ((2 * m.q_dim / s.tp + 2 * kv_width_local(m, s.tp)) * ACT_BYTES + kv_write_bytes_per_token)
-    return Op("attention", "attention", "fused", s.q_len, s.ctx, m.head_dim,
-              flops=attention_flops(m, s.seqs, s.q_len, s.ctx, s.tp) * K["causal_skip"], bytes=nbytes,
-              weight=weight, backward=backward)
+    """FlashAttention-class prefill/training kernel on the attention layers: HBM load of Q, K, V,
+    tile GEMMs on chip, HBM store of O (and, serving, the new KV-cache entries); causal masking
+    skips half the tiles, windows and chunks the tiles outside them."""
+    nbytes = s.tokens * (((m.q_dim + m.o_dim) / s.tp + kv_pair_local(m, s.tp)) * ACT_BYTES + kv_write_bytes_per_token)
+    keys = kernel_keys(m, s.ctx)
+    return Op("attention", "attention", "fused", s.q_len, keys, m.head_dim,
+              flops=attention_flops(m, s.seqs, s.q_len, keys, s.tp) * K["causal_skip"], bytes=nbytes,
+              weight=weight * m.attention_fraction, backward=backward)
 
 
 def unfused_attention_ops(m, s: Shape, dropout, weight) -> list:
@@ -128,28 +159,34 @@ def unfused_attention_ops(m, s: Shape, dropout, weight) -> list:
     attention x V GEMM, all in 16 bit."""
     batch = s.seqs * m.heads / s.tp
     score_bytes = K["unfused_score_bytes"] + K["unfused_dropout_score_bytes"] * dropout
+    weight = weight * m.attention_fraction   # every score is computed, windows and chunks masked
     return [Op("attention_scores", "attention", "gemm", s.q_len, s.ctx, m.head_dim, count=batch, weight=weight),
-            Op("attention_av", "attention", "gemm", s.q_len, m.head_dim, s.ctx, count=batch, weight=weight),
+            Op("attention_av", "attention", "gemm", s.q_len, m.v_head_dim, s.ctx, count=batch, weight=weight),
             Op("attention_softmax", "attention", "stream", s.q_len, s.ctx, 1.0,
                bytes=batch * s.q_len * s.ctx * score_bytes, weight=weight)]
 
 
 def decode_attention_op(m, s: Shape, kv_cache_token, kv_reads) -> Op:
     """One query token per sequence against its KV cache (FlashDecoding / XQA: the query heads of a
-    KV group share one read of K and V unless `kv_reads` says otherwise)."""
-    flops = attention_flops(m, s.seqs, 1.0, s.ctx, s.tp)
-    nbytes = s.seqs * s.ctx * kv_cache_token * kv_reads + s.seqs * (2 * m.q_dim / s.tp * ACT_BYTES + kv_cache_token)
-    return Op("attention", "attention", "fused", m.heads / np.maximum(m.kv_heads, 1), s.ctx, m.head_dim,
-              flops=flops, bytes=nbytes)
+    KV group share one read of K and V unless `kv_reads` says otherwise), on the GQA attention
+    layers; windowed and chunked layers read at most their window or chunk."""
+    keys = m.attention_span(s.ctx)
+    flops = attention_flops(m, s.seqs, 1.0, keys, s.tp)
+    nbytes = s.seqs * keys * kv_cache_token * kv_reads + s.seqs * ((m.q_dim + m.o_dim) / s.tp * ACT_BYTES + kv_cache_token)
+    return Op("attention", "attention", "fused", m.heads / np.maximum(m.kv_heads, 1), keys, m.head_dim,
+              flops=flops, bytes=nbytes, weight=gqa_share(m))
 
 
-def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout=0.0, rope=0.0, fp8_casts=0.0) -> Op:
-    """Norms, residual adds, activation (and dropout, RoPE, FP8 input casts where the phase has
-    them); `hidden_split` divides the hidden-size terms (sequence parallelism)."""
+def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout=0.0, rope=0.0, quantize_bytes=0.0) -> Op:
+    """Norms, residual adds, activation (and dropout, RoPE, and the quantization of low-precision
+    GEMM inputs where the phase has them: `quantize_bytes` of HBM traffic per element of each 16-bit
+    GEMM input, dse.perf.precision); `hidden_split` divides the hidden-size terms (sequence parallelism)."""
     ffn_local = (dense_share * m.ffn + moe_share * m.moe_ffn * (m.top_k + m.shared_experts)) / s.tp
     activation = 2 * m.mlp_mats * ffn_local          # GeLU: read f, write f; gated: read 2f, write f
-    hidden_bytes = K["norm_residual_hidden_bytes"] + K["dropout_hidden_bytes"] * dropout + K["rope_hidden_bytes"] * rope
-    casts = fp8_casts * K["fp8_cast_passes"] * (2 * m.hidden / hidden_split + (m.q_dim + m.ffn) / s.tp)
+    blocks = m.blocks_per_layer / 2.0                 # the constants are per transformer layer (2 blocks)
+    hidden_bytes = ((K["norm_residual_hidden_bytes"] + K["dropout_hidden_bytes"] * dropout) * blocks
+                    + K["rope_hidden_bytes"] * rope * m.attention_fraction)
+    casts = quantize_bytes * (2 * blocks * m.hidden / hidden_split + (m.attention_fraction * m.q_dim + m.ffn) / s.tp)
     per_token = activation + hidden_bytes * m.hidden / hidden_split + casts
     return Op("elementwise", "elementwise", "stream", s.tokens, m.hidden, 1.0, bytes=s.tokens * per_token)
 
@@ -168,6 +205,54 @@ def serving_head_op(m, seqs, tp, operand) -> Op:
 
 
 def layer_shares(m):
-    """(dense-MLP share, MoE share) of the model's layers."""
+    """(dense-MLP share, MoE share) of the model's layers (they sum to mlp_layer_fraction)."""
     moe = np.where(m.layers > 0, m.moe_layers / m.layers, 0.0)
-    return 1.0 - moe, moe
+    return np.where(m.layers > 0, m.dense_layers / m.layers, 0.0), moe
+
+
+# An op whose weight is zero on most rows of a block (the Mamba layers of a block mixing dense,
+# MoE and hybrid models, the dense MLP of an all-MoE model) is timed on its live rows only.
+SPARSE_ROWS_BELOW = 0.5
+
+
+def rows_of(value, idx, n):
+    """`value` restricted to rows `idx`: 1-D arrays of n rows are indexed, dataclasses (Op, Rates and
+    what they hold) field by field, anything else (scalars, broadcast constants) kept."""
+    if isinstance(value, np.ndarray):
+        return value[idx] if value.ndim == 1 and len(value) == n else value
+    if is_dataclass(value) and not isinstance(value, type):
+        out = copy(value)
+        for name, field_value in vars(value).items():
+            if isinstance(field_value, np.ndarray) or is_dataclass(field_value):
+                object.__setattr__(out, name, rows_of(field_value, idx, n))
+        return out
+    return value
+
+
+def weighted(fn, op: Op, rates, cache: dict | None = None):
+    """fn(op, rates) (seconds, or a tuple of them) times op.weight, evaluated only on the rows where
+    the weight is positive when those are a minority of the block; zero elsewhere. `cache` (one
+    dict per block) keeps the live rows and the rates restricted to them per weight array."""
+    w = op.weight
+    if np.ndim(w) == 0 or len(w) == 0:
+        out = fn(op, rates)
+        return tuple(x * w for x in out) if isinstance(out, tuple) else out * w
+    n = len(w)
+    key = id(w)
+    if cache is not None and key in cache and cache[key][0] is w:
+        _, live, sub_rates = cache[key]
+    else:
+        live = np.flatnonzero(w > 0)
+        sub_rates = rows_of(rates, live, n) if len(live) < SPARSE_ROWS_BELOW * n else None
+        if cache is not None:
+            cache[key] = (w, live, sub_rates)
+    if sub_rates is None:
+        out = fn(op, rates)
+        return tuple(x * w for x in out) if isinstance(out, tuple) else out * w
+    sub = fn(rows_of(op, live, n), sub_rates)
+
+    def scatter(x):
+        full = np.zeros(n, dtype=np.result_type(x, w))
+        full[live] = np.broadcast_to(x, live.shape) * w[live]
+        return full
+    return tuple(scatter(x) for x in sub) if isinstance(sub, tuple) else scatter(sub)

@@ -28,24 +28,49 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     R = 10h, S = 24h and the attention scores 5as, giving sbh(10 + 24/t + 5as/ht).
     recompute: 0 none, 1 selective (drops the attention-score term), 2 full (keeps the layer input).
     FlashAttention never stores the scores (only a 4-byte log-sum-exp per head and token).
+    Hybrid layers: each term on the share of the layers that has it (the R term per sub-block, the
+    attention terms on the attention layers, the MLP terms on dense/MoE layers, `moe_fraction` of
+    the layers being MoE), plus the Mamba-2 / Gated DeltaNet mixers' stored tensors.
     """
     h, a = model.hidden, model.heads
     drop = model.dropout.astype(h.dtype)
-    replicated = (8.0 + 2.0 * drop) * h  # per block: LN input, GEMM input, dropout mask (x2 blocks)
-    attn_sharded = 4.0 * (model.q_dim + model.kv_dim)  # Q, K, V, out-proj input (16-bit)
+    # per sub-block: norm input, GEMM input, dropout mask (4h + h: two blocks per transformer layer)
+    replicated = (4.0 + drop) * h * model.blocks_per_layer
+    # Q (and its output gate), K, V, out-proj input (16-bit); MLA also keeps its latents
+    attn_sharded = model.attention_fraction * 2.0 * (
+        model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim + model.o_dim)
+    if np.any(model.is_mla):
+        replicated = replicated + model.attention_fraction * model.is_mla * 2.0 * (model.q_lora + model.kv_lora + model.rope_dim)
     act_per_ffn = model.mlp_mats * 2.0  # GeLU: its input and output; gated: both projections + output
-    mlp_sharded = act_per_ffn * model.ffn
+    mlp_sharded = (model.mlp_fraction - moe_fraction) * act_per_ffn * model.ffn
     if np.any(moe_fraction > 0):
         moe_one = (model.top_k + model.shared_experts) * act_per_ffn * model.moe_ffn + model.top_k * 2 * h
-        mlp_sharded = mlp_sharded + moe_fraction * (moe_one - mlp_sharded)
+        mlp_sharded = mlp_sharded + moe_fraction * moe_one
+    mlp_sharded = mlp_sharded + recurrent_activation_elements(model)
     # softmax output (+ dropout mask and output) per head over the whole key length; FlashAttention
     # keeps only an FP32 log-sum-exp per head.
-    scores = np.where(flash, 4.0 * a, (2.0 + 3.0 * drop) * a * model.seq_len)
+    scores = model.attention_fraction * np.where(flash, 4.0 * a, (2.0 + 3.0 * drop) * a * model.seq_len)
     rep_div = np.where(sp, tp, 1.0)
     per_token = replicated / rep_div + (attn_sharded + mlp_sharded) / tp
     per_token = np.where(recompute == 0, per_token + scores / tp,
                          np.where(recompute == 2, 2.0 * h / rep_div, per_token + flash * scores / tp))
     return per_token * micro_batch * seq_local
+
+
+def recurrent_activation_elements(model):
+    """Bytes per token a Mamba-2 or Gated DeltaNet layer stores for its backward (16-bit, sharded
+    over TP), averaged over the layers: the in_proj output, the conv output, the scan output and the
+    gated-norm output, and the FP32 chunk states of the scan."""
+    stored = 0.0
+    if model.mamba is not None:
+        mb = model.mamba
+        chunk_states = mb.heads * mb.head_dim * mb.state / np.minimum(mb.chunk, model.seq_len)
+        stored = stored + model.mamba_fraction * (2.0 * (mb.in_proj + mb.conv_dim + 2.0 * mb.inner) + 4.0 * chunk_states)
+    if model.linear is not None:
+        la = model.linear
+        chunk_states = la.value_heads * la.key_head_dim * la.value_head_dim / np.minimum(la.chunk, model.seq_len)
+        stored = stored + model.linear_fraction * (2.0 * (la.in_proj + la.conv_dim + 2.0 * la.value_dim) + 4.0 * chunk_states)
+    return stored
 
 
 def inflight_layers(layers, pp, vp, microbatches):
@@ -61,7 +86,7 @@ def parameters_per_gpu(model, tp, pp, ep):
     Both end stages hold the vocabulary matrix (input embedding, output layer or its tied copy);
     a single stage holds both unless they are tied."""
     layers_per_stage = model.layers / pp
-    dense_per_layer = (model.attention_params + (model.dense_layers * model.dense_mlp_params
+    dense_per_layer = (model.mixer_params + (model.dense_layers * model.dense_mlp_params
                        + model.moe_layers * model.moe_replicated_params) / model.layers) / tp
     expert_per_layer = model.moe_layers * model.expert_params / model.layers / (tp * ep)
     vocab = model.embedding_params / tp + np.where((pp == 1) & ~model.tied, model.output_params / tp, 0.0)
@@ -86,6 +111,19 @@ def kv_cache_bytes_per_token(model, tp, kv_bytes):
     is replicated on tp/kv_heads ranks (Megatron/TensorRT-LLM), so a GPU holds at least one head.
     An MLA latent cache (explicit `kv_cache_dim`) is not split by heads and is replicated over TP."""
     share = np.maximum(1.0 / tp, 1.0 / np.maximum(model.kv_heads, 1))
-    per_gqa = 2.0 * model.kv_heads * model.head_dim
-    sharded = np.isclose(model.kv_cache_dim, per_gqa)
+    per_gqa = model.kv_dim + model.v_dim
+    sharded = np.isclose(model.kv_cache_dim, per_gqa) & ~model.is_mla
     return model.kv_cache_dim * np.where(sharded, share, 1.0) * kv_bytes
+
+
+def cache_bytes_per_sequence(model, tp, kv_bytes, context, state_bytes=ACT_BYTES):
+    """Decode cache one sequence holds per layer on one GPU at `context` tokens, averaged over the
+    layers: the KV cache of the attention layers (full layers grow with the context, sliding-window
+    and chunked ones stop at their window or chunk; MLA caches its latent) and the constant
+    recurrent state of Mamba-2 and Gated DeltaNet layers (sharded over TP by heads)."""
+    cache = model.attention_fraction * model.attention_span(context) * kv_cache_bytes_per_token(model, tp, kv_bytes)
+    if model.mamba is not None:
+        cache = cache + model.mamba_fraction * model.mamba.state_elements() / tp * state_bytes
+    if model.linear is not None:
+        cache = cache + model.linear_fraction * model.linear.state_elements() / tp * state_bytes
+    return cache

@@ -23,8 +23,10 @@ from dse import catalog, schema
 from dse.columns import divides, first_failure, not_positive_integers
 from dse.perf import layer as L
 from dse.perf import memory as M
+from dse.perf import mixers as X
 from dse.perf import roofline as R
-from dse.perf.collectives import Network, Placement
+from dse.perf.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s
+from dse.perf.collectives import Network, Placement, ranks_per_domain
 from dse.workload import Model
 
 K = catalog.constants()
@@ -35,7 +37,7 @@ def reason_codes(m, w):
     gpus, tp, pp, dp, cp, ep, vp = (w[k] for k in ("gpus", "tp", "pp", "dp", "cp", "ep", "vp"))
     checks = [
         (RC["split"], (np.abs(tp * pp * dp * cp - gpus) > 0.5) | (np.floor(dp) != dp)),
-        (RC["tp_heads"], ~divides(tp, m.heads)),
+        (RC["tp_heads"], ~divides(tp, m.heads) | X.recurrent_heads_indivisible(m, tp)),
         (RC["tp_kv_heads"], ~(divides(tp, m.kv_heads) | divides(m.kv_heads, tp))),
         (RC["pp_layers"], ~divides(pp * vp, m.layers)),
         (RC["global_batch"], ~divides(dp * w["micro_batch"], w["global_batch"])),
@@ -43,6 +45,7 @@ def reason_codes(m, w):
         (RC["ep_experts"], m.is_moe & ~divides(ep, m.experts)),
         (RC["cp_seq_len"], ~divides(cp, m.seq_len)),
         (RC["ep_dense"], (ep > 1) & ~m.is_moe),
+        (RC["interleave_microbatches"], (vp > 1) & (pp > 1) & ~divides(pp, w["global_batch"] / (dp * w["micro_batch"]))),
     ]
     # a global batch defaulted from a fractional dp is the split's fault, not an invalid input
     invalid = not_positive_integers(tp, pp, cp, ep, vp, w["micro_batch"]) | (
@@ -66,44 +69,51 @@ class Layer:
         dense, moe = L.layer_shares(m)
         hidden_split = np.where(w["sp"], tp, 1.0)
         backward = np.where(flash, np.float32(K["flash_backward_factor"]), np.float32(K["unfused_backward_factor"]))
-        ops = L.projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
+        ops = X.attention_projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
         if np.any(m.is_moe):
             ops += L.moe_ops(m, s, operand, moe, w["moe_imbalance"])
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
+        ops += X.recurrent_ops(m, s, operand, decode=False)
         ops.append(L.elementwise_op(m, s, dense, moe, hidden_split, dropout=m.dropout.astype(np.float32),
-                                    fp8_casts=(precision > 0).astype(np.float32)))
-        self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.elementwise_fwd = 0.0
+                                    quantize_bytes=TRAINING_QUANTIZE_BYTES[precision]))
+        self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = 0.0
+        live_rows = {}
         for op in ops:
             if not np.any(op.weight):
                 continue
-            t = R.op_time_s(op, rates) * op.weight
+            t = L.weighted(R.op_time_s, op, rates, live_rows)
             if op.kind == "gemm":
                 self.gemm_fwd = self.gemm_fwd + t
             elif op.kind == "attention":
                 self.attn_fwd = self.attn_fwd + t
                 self.attn_bwd = self.attn_bwd + t * (op.backward if op.timing == "fused" else 2.0)
+            elif op.kind == "scan":  # Mamba-2 / Gated DeltaNet chunked scans
+                self.scan_fwd = self.scan_fwd + t
+                self.scan_bwd = self.scan_bwd + t * op.backward
             else:
                 self.elementwise_fwd = self.elementwise_fwd + t
-        self.fwd = self.gemm_fwd + self.attn_fwd + self.elementwise_fwd
-        self.bwd = 2 * self.gemm_fwd + self.attn_bwd + 2 * self.elementwise_fwd
+        self.fwd = self.gemm_fwd + self.attn_fwd + self.scan_fwd + self.elementwise_fwd
+        self.bwd = 2 * self.gemm_fwd + self.attn_bwd + self.scan_bwd + 2 * self.elementwise_fwd
         logits, loss = L.training_head_ops(m, s.tokens, tp)
         self.logits = R.op_time_s(logits, rates)
         self.head = 3 * self.logits + 2 * R.op_time_s(loss, rates)
-        self.tokens = s.tokens
+        self.tokens, self.blocks = s.tokens, m.blocks_per_layer   # sub-blocks per layer (2 in a transformer)
 
 
 def tp_comm(net, place, w, tp, layer, act_msg):
     """(forward, backward) exposed TP communication of one layer: 2 all-reduces, or with sequence
     parallelism 2 all-gathers + 2 reduce-scatters forward and 2 more all-gathers backward (the
     stored sharded GEMM inputs are gathered again for the weight gradients, Korthikanti Sec. 4.2.2);
+    one of each per sub-block (a hybrid layer with a mixer or an MLP alone has one);
     overlapped TP (ring exchange in tp chunks) never hides its first chunk. Also the all-gather."""
     sp = w["sp"]
+    blocks = layer.blocks
     all_gather = _only_where(tp > 1, lambda: net.all_gather_s(tp, place.tp_in, act_msg))
-    fwd = np.where(sp, 2 * (all_gather + _only_where(sp & (tp > 1), lambda: net.reduce_scatter_s(tp, place.tp_in, act_msg))),
-                   _only_where(~sp & (tp > 1), lambda: 2 * net.all_reduce_s(tp, place.tp_in, act_msg)))
-    bwd = fwd + np.where(sp, 2 * all_gather, 0.0)
+    fwd = np.where(sp, blocks * (all_gather + _only_where(sp & (tp > 1), lambda: net.reduce_scatter_s(tp, place.tp_in, act_msg))),
+                   _only_where(~sp & (tp > 1), lambda: blocks * net.all_reduce_s(tp, place.tp_in, act_msg)))
+    bwd = fwd + np.where(sp, blocks * all_gather, 0.0)
     overlap = w["tp_overlap"]
     fwd_exposed = np.where(overlap, np.maximum(fwd - layer.gemm_fwd, fwd / tp), fwd)
     bwd_exposed = np.where(overlap, np.maximum(bwd - 2 * layer.gemm_fwd, bwd / tp), bwd)
@@ -118,20 +128,51 @@ def ep_comm(net, place, m, w, ep, tokens, hidden_split):
     return _only_where(ep > 1, lambda: moe * 2 * net.all_to_all_s(ep, place.ep_in, dispatch * w["moe_imbalance"]))
 
 
+def ring_steps(m, cp):
+    """K/V ring steps per attention layer on average: cp - 1 on full layers; a window or chunk that
+    spans fewer sequence shards needs only the steps that reach it."""
+    steps = cp - 1
+    shard = m.seq_len / np.maximum(cp, 1)
+    for fraction, limit in ((m.window_fraction, m.window), (m.chunk_fraction, m.chunk)):
+        if np.any(fraction > 0):
+            reach = np.where(limit > 0, np.minimum(np.ceil(limit / shard), cp - 1), cp - 1)
+            steps = steps + fraction * (reach - (cp - 1))
+    return steps
+
+
+def recurrent_cp_bytes(m, tokens, tp):
+    """Bytes each rank re-shards per Mamba-2 / Gated DeltaNet layer under context parallelism (all
+    of the in_proj output from sequence to heads, the scan output back), averaged over the layers."""
+    per_token = 0.0
+    if m.mamba is not None:
+        per_token = per_token + m.mamba_fraction * (m.mamba.in_proj + m.mamba.inner)
+    if m.linear is not None:
+        per_token = per_token + m.linear_fraction * (m.linear.in_proj + m.linear.value_dim)
+    return tokens * per_token / tp * M.ACT_BYTES
+
+
 def cp_comm(net, place, m, cp, tp, tokens, layer):
-    """Exposed ring-attention K/V passing (forward, backward) of one layer: cp - 1 steps, hidden
-    behind the attention kernel where it is long enough."""
-    kv_msg = tokens * 2 * m.kv_dim / tp * M.ACT_BYTES
-    ring = _only_where(cp > 1, lambda: (cp - 1) * net.p2p_s(place.cp_stride, kv_msg))
+    """Exposed context-parallel communication (forward, backward) of one layer. Attention layers
+    pass K/V around a ring (ring_steps), hidden behind the attention kernel where it is long enough.
+    State-space and linear-attention layers cannot pass a ring (their scan carries a state along
+    the sequence): Megatron-Core re-shards them from sequence to heads with all-to-alls before the
+    conv and scan and back after it (ssm/mamba_context_parallel.py, gated_delta_net/gdn.py; heads
+    must divide tp x cp), not overlapped; the backward repeats them."""
+    kv_msg = tokens * (m.kv_dim + m.v_dim) / tp * M.ACT_BYTES
+    ring = _only_where(cp > 1, lambda: m.attention_fraction * ring_steps(m, cp) * net.p2p_s(place.cp_stride, kv_msg))
     fwd = np.where(cp > 1, np.maximum(ring - layer.attn_fwd, 0.0), 0.0)
     bwd = np.where(cp > 1, np.maximum(2 * ring - layer.attn_bwd, 0.0), 0.0)
+    if m.mamba is not None or m.linear is not None:
+        a2a = _only_where(cp > 1, lambda: net.all_to_all_s(cp, ranks_per_domain(cp, tp, place.domain),
+                                                           recurrent_cp_bytes(m, tokens, tp)))
+        fwd, bwd = fwd + np.where(cp > 1, a2a, 0.0), bwd + np.where(cp > 1, a2a, 0.0)
     return fwd, bwd
 
 
 def memory_parts(m, w, tp, pp, dp, cp, ep, vp, b, microbatches, tokens):
     """(weights, grads, optimizer, activations) bytes per GPU and the (dense, expert) parameters."""
     dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep)
-    layer_full = (m.attention_params + m.dense_mlp_params) / tp
+    layer_full = (m.mixer_params + m.dense_mlp_params) / tp
     weights, grads, optimizer = M.model_state_bytes(dense_params, expert_params, w["zero"], dp * cp,
                                                     np.maximum(dp / ep, 1) * cp, layer_full)
     _, moe = L.layer_shares(m)
@@ -177,12 +218,11 @@ def flops_and_utilisation(m, w, hw, step, tokens_per_step):
     full, selective = w["recompute"] == 2, w["recompute"] == 1
     fwd_token = m.forward_flops_per_token(m.seq_len)
     model_flops = 3 * fwd_token * tokens_per_step
-    attn_token = L.attention_flops(m, 1.0, 1.0, m.seq_len, 1.0) * m.layers
+    attn_token = L.attention_flops(m, 1.0, 1.0, m.attention_span(m.seq_len), 1.0) * m.layers * m.attention_fraction
     recompute_token = np.where(full, fwd_token - 2 * m.vocab * m.hidden,
                                np.where(selective & ~w["flash_attention"], attn_token, 0.0))
     hardware_flops = model_flops + recompute_token * tokens_per_step
-    peak = np.choose(w["precision"], [hw["peak_bf16_flops_per_s"], hw["peak_fp8_flops_per_s"],
-                                      hw["peak_fp4_flops_per_s"]])
+    peak = peak_flops_per_s(w["precision"], hw)
     return model_flops, hardware_flops, model_flops / (step * w["gpus"] * peak), hardware_flops / (step * w["gpus"] * peak)
 
 

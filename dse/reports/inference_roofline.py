@@ -74,7 +74,7 @@ compute-bound on all three GPUs ({int((pre['bound'] == 'compute').sum())} of {le
 are the LM head on the last token and the MoE router). Decode GEMMs at batch 1 have intensity ~1
 (GEMV) and are memory-bound everywhere ({int((dec[dec['batch'] == 1]['bound'] == 'memory').sum())} of {len(dec[dec['batch'] == 1])}); at batch 64 the dense
 GEMMs reach ~60 FLOP/byte, below the ridge point, but a 64-row GEMM runs the tensor cores at a
-fraction of peak (dse's size-dependent GEMM efficiency, `gemm_half_dim`), so they sit at the knee
+fraction of peak (dse's size-dependent GEMM form, fitted to measured kernels by `dse calibrate`), so they sit at the knee
 and dse marks most of them compute(-efficiency)-bound; MoE expert GEMMs see only batch x top-k /
 experts tokens each (16 at batch 64 for Mixtral) and stay memory-bound, as does attention over the KV cache. This is the picture of Kundu et al. (2024, inference boundedness study): prefill compute-bound, decode
 memory-bound, the gap widening from A100 to B200 as the ridge point moves right (A100 153, H100 295,

@@ -84,7 +84,7 @@ def build(report, quick: bool = False) -> None:
 ## Setup
 Guo et al. (2025) add mixture of experts and expert parallelism to the seed model; this study sweeps EP.
 Training on H100 (BF16): Mixtral 8x7B on 64 GPUs (global batch 512 x 4096 tokens) and DeepSeek-V3
-(catalog `deepseek-v3`: 256 routed experts top-8 + 1 shared, MLA approximated as MHA) on 2048 GPUs
+(catalog `deepseek-v3`: 256 routed experts top-8 + 1 shared, multi-head latent attention) on 2048 GPUs
 (global batch 4096 x 4096). EP is carved out of data parallelism (ep divides dp) and ranks are
 placed TP innermost, then EP: EP groups of more than 8/tp ranks leave the NVLink domain and their
 all-to-all crosses InfiniBand. DeepSeek-V3's 61 layers admit no even pipeline split, so pp = 1 with

@@ -1,0 +1,80 @@
+"""Model columns from the fitted kernel parameters (`efficiency.csv`, written by `dse calibrate`).
+
+The performance model reads a few per-GPU columns (schema group `efficiency`); `FITTED` says,
+for each, which family, precision and fitted parameters it comes from and how several are pooled
+(the median of the per-op values, so one outlying op does not move it). A catalog system with
+kernel fits takes these values; a generation without kernel data names in
+`efficiency_projection.csv` (`kernels_like`) the fitted system whose values it carries over.
+
+A format a GPU was not measured in takes the nearest measured one (`FORMAT_FALLBACK`): MXFP8 runs
+on Blackwell's block-scaled tensor cores like FP8 with 1x128 block scales (same 1-byte operands,
+scales applied in the MMA), MXFP4 like NVFP4; a part without FP4 (or FP8) units runs the format
+at its FP8 (or BF16) peak with that format's efficiency (the peak fallback is in dse.catalog)."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from dse.perf.precision import NAMES as FORMATS
+
+_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
+GEMM_PARAMS = ("efficiency_max", "tiles_per_wave", "k_ramp", "split_k_min_depth", "floor_s", "memory_efficiency")
+FORMAT_FALLBACK = {
+    "bf16": ("bf16",),
+    "fp8": ("fp8", "bf16"),
+    "fp8-block": ("fp8-block", "fp8", "bf16"),
+    "mxfp8": ("fp8-block", "fp8", "bf16"),
+    "nvfp4": ("nvfp4", "fp8-block", "fp8", "bf16"),
+    "mxfp4": ("nvfp4", "fp8-block", "fp8", "bf16"),
+}
+
+
+# model column suffix -> fitted NCCL parameter; the model's op names -> the kernel tables' names
+COLLECTIVE_COLUMNS = {"efficiency": "efficiency_max", "floor_s": "floor_s", "half_bytes": "half_bytes",
+                      "local_copy_fraction": "local_copy_fraction"}
+COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+NCCL_NAME = {"all_to_all": "alltoall"}
+
+
+def gemm_column(param: str, fmt: str) -> str:
+    """Model column of one GEMM parameter for one number format, e.g. gemm_efficiency_max_fp8_block."""
+    return f"gemm_{param}_{fmt.replace('-', '_')}"
+
+
+def _each(param: str) -> list[str]:
+    return [f"{op}_{param}" for op in _COLLECTIVES]
+
+
+# model column -> (family, precisions tried in order, fitted parameter names pooled by their median)
+FITTED = {
+    "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
+    **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
+       for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},
+    **{gemm_column(p, f): ("gemm", FORMAT_FALLBACK[f], [p]) for f in FORMATS for p in GEMM_PARAMS},
+}
+
+
+def columns_from_fits(fits: pd.DataFrame) -> pd.DataFrame:
+    """One row per fitted system, one column per model column `FITTED` defines (NaN where that
+    system's kernel data lacks the family)."""
+    values = {(s, f, p, q): float(v) for s, f, p, q, v in
+              zip(fits["system"], fits["family"], fits["precision"], fits["parameter"], fits["value"])}
+    systems = sorted(set(fits["system"]))
+    out = pd.DataFrame(index=pd.Index(systems, name="system"), columns=list(FITTED), dtype=float)
+    for column, (family, precisions, params) in FITTED.items():
+        for system in systems:
+            for precision in precisions:
+                found = [values[(system, family, precision, p)] for p in params
+                         if (system, family, precision, p) in values]
+                if found:
+                    out.loc[system, column] = float(np.median(found))
+                    break
+    return out
+
+
+@lru_cache(maxsize=None)
+def fitted_columns() -> pd.DataFrame:
+    from dse.catalog import kernel_fits
+    return columns_from_fits(kernel_fits())

@@ -1,0 +1,105 @@
+"""Time of one MoE layer on one GPU: routing, permute, both grouped GEMMs, activation, unpermute.
+
+Shapes (numpy-broadcastable arrays):
+  num_tokens T   tokens entering the layer on this GPU. Under attention data parallelism every
+                 rank's tokens are gathered onto each expert-parallel GPU, so T is the batch of the
+                 whole EP group (AIConfigurator's `x * attention_dp_size`), not a per-rank batch.
+  hidden_size h, inter_size I (one expert's FFN width), topk k, num_experts E,
+  tp_size        each expert's FFN split tp ways (I/tp per GPU); ep_size: E_l = E/ep local experts,
+  gated          2 = SwiGLU (first GEMM is up+gate, 2*I/tp wide), 1 = non-gated (ReLU^2).
+
+Routing. The busiest EP rank computes R = k*T/ep * skew (token, expert) pairs. Its skew follows
+from the busiest expert's load over the mean, m (1 = balanced routing): that rank holds the
+busiest expert and E_l - 1 others, which are themselves heavier than average, so
+skew = 1 + (m - 1) / E_l**RANK_SKEW_EXPONENT (the exponent is 1 if the others were average; the
+per-GPU fits gave 0.84-0.98), with m capped at E/k (an expert sees each token at most once) and
+R within [1, T*min(k, E_l)]. Experts the rank must read: evenly spread routing touches
+min(E_l, R); random or skewed routing touches E_a*(1 - (1 - 1/E_a)^R), where
+E_a = active_expert_fraction * E_l are the experts that get any traffic.
+
+    time = floor_s + routing_step_s * k + routing_s_per_selection * T*k
+         + expert_overhead_s * touched + local_expert_overhead_s * E_l
+         + (4*T*h + routed_bytes_per_element * R*h) / (memory_efficiency * HBM bandwidth)
+         + max(weights / (memory_efficiency * HBM bandwidth), FLOPs / (efficiency * peak))
+
+  weights = touched * (gated+1) * h * I/tp * weight_bytes (only touched experts are read);
+  FLOPs = 2 * R * h * (gated+1) * I/tp; efficiency = efficiency_max * x/(x + HALF_TOKENS) with
+  x = R/touched tokens per touched expert; 4*T*h: bf16 input read and output written for every
+  token on the GPU, routed here or not; routed_bytes_per_element: the permute, GEMM input and
+  output and unpermute passes of each routed token, bytes per hidden element over all passes.
+
+How each parameter carries over to an accelerator derived from technology (no kernel data):
+  floor_s                  fixed per-layer cost (launches, synchronisation): seconds carry over.
+  routing_step_s           per top-k step of the router (k sequential arg-max passes): seconds.
+  routing_s_per_selection  routing and index bookkeeping per (token, expert) selection: seconds;
+                           scale inversely with the SM count.
+  expert_overhead_s        per touched expert (group setup, pipeline fill and tail of its GEMMs):
+                           seconds; scale with the tile time of the part.
+  local_expert_overhead_s  per local expert, touched or not (offsets, scale factors, group
+                           bookkeeping over all local experts): seconds carry over.
+  efficiency_max           fraction of the format's catalog peak a large grouped GEMM reaches:
+                           carries over unchanged.
+  memory_efficiency        fraction of catalog HBM bandwidth of the weight and activation
+                           streams: carries over unchanged.
+  routed_bytes_per_element a property of the kernels' data flow: carries over unchanged.
+  busiest_expert_ratio, active_expert_fraction: properties of the routing (model and data),
+                           not of the GPU: carry over unchanged.
+HALF_TOKENS is fixed at the grouped GEMM's tile height: the measured layers do not resolve it
+(they are weight-bound wherever few tokens reach an expert).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+HALF_TOKENS = 128.0        # tokens per expert at half of efficiency_max (the GEMM tile height)
+RANK_SKEW_EXPONENT = 0.9   # how fast the busiest rank's excess load dilutes with its expert count
+TOKEN_IO_BYTES = 4.0       # bf16 input read + bf16 output written, per token and hidden element
+
+
+def rank_skew(busiest_expert_ratio, num_experts, topk, ep_size):
+    """Busiest EP rank's routed load over the mean rank load (1 for balanced routing)."""
+    local = np.maximum(num_experts / ep_size, 1.0)
+    m = np.minimum(np.maximum(busiest_expert_ratio, 1.0), num_experts / topk)
+    return 1.0 + (m - 1.0) / local ** RANK_SKEW_EXPONENT
+
+
+def routed_pairs(num_tokens, topk, num_experts, ep_size, busiest_expert_ratio=1.0):
+    """(token, expert) pairs the busiest EP rank computes."""
+    local = np.maximum(num_experts / ep_size, 1.0)
+    r = num_tokens * topk / ep_size * rank_skew(busiest_expert_ratio, num_experts, topk, ep_size)
+    return np.clip(r, 1.0, np.maximum(num_tokens * np.minimum(topk, local), 1.0))
+
+
+def experts_touched(routed, local_experts, spread=True, active_expert_fraction=1.0):
+    """Distinct local experts receiving at least one token: min(E_l, R) when routing spreads
+    tokens evenly; E_a*(1-(1-1/E_a)^R) over the E_a = fraction*E_l active experts otherwise."""
+    local_experts = np.maximum(local_experts, 1.0)
+    active = np.maximum(local_experts * active_expert_fraction, 1.0)
+    random = active * -np.expm1(routed * np.log1p(-1.0 / np.maximum(active, 1.0 + 1e-9)))
+    random = np.where(active <= 1.0, 1.0, np.maximum(random, 1.0))
+    return np.minimum(np.where(spread, np.minimum(local_experts, routed), random), np.maximum(routed, 1.0))
+
+
+def moe_time_s(num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, ep_size, gated,
+               weight_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
+               floor_s, efficiency_max, memory_efficiency, routed_bytes_per_element,
+               expert_overhead_s, local_expert_overhead_s, routing_s_per_selection, routing_step_s,
+               busiest_expert_ratio=1.0, active_expert_fraction=1.0, spread=True):
+    """Seconds of one MoE layer on the busiest GPU of its EP group (see the module docstring).
+    `weight_bytes`: bytes per weight element with block scales (bf16 2, fp8 1, nvfp4 0.5625,
+    mxfp4 0.53125); `peak_flops_per_s`: the catalog peak of the format; `spread`: True for evenly
+    spread (balanced) routing, False for random or skewed routing (busiest_expert_ratio > 1)."""
+    local = np.maximum(num_experts / ep_size, 1.0)
+    inter_local = inter_size / tp_size
+    mats = gated + 1.0  # up(+gate) and down projections, in units of h x I/tp
+    r = routed_pairs(num_tokens, topk, num_experts, ep_size, busiest_expert_ratio)
+    touched = experts_touched(r, local, spread, active_expert_fraction)
+    bw = memory_bandwidth_bytes_per_s * memory_efficiency
+    activations = (TOKEN_IO_BYTES * num_tokens + routed_bytes_per_element * r) * hidden_size / bw
+    weights = touched * mats * hidden_size * inter_local * weight_bytes / bw
+    x = r / touched
+    compute = 2.0 * r * hidden_size * mats * inter_local / (
+        peak_flops_per_s * efficiency_max * x / (x + HALF_TOKENS))
+    fixed = (floor_s + routing_step_s * topk + routing_s_per_selection * num_tokens * topk
+             + expert_overhead_s * touched + local_expert_overhead_s * local)
+    return fixed + activations + np.maximum(weights, compute)

@@ -1,0 +1,30 @@
+"""Number formats as the performance model sees them (dse/catalog/precisions.csv, indexed by the
+`precision` / `kv_precision` code): which peak a GEMM in the format runs at, its bytes per element
+including block scales, and the HBM bytes its quantization kernels move per element of a 16-bit
+tensor (serving: one row-wise copy before each GEMM; training: every read of the source and every
+copy a Linear layer needs, Transformer Engine). The only place these facts are read."""
+from __future__ import annotations
+
+import numpy as np
+
+from dse.catalog import _read
+
+_TABLE = _read("precisions.csv")
+NAMES = tuple(str(n) for n in _TABLE["name"])
+CODE = {name: code for code, name in enumerate(NAMES)}
+# Peak column index per format: 0 BF16, 1 FP8, 2 FP4 (a part without FP4 units lists its FP8 peak).
+PEAK_INDEX = np.array([{"bf16": 0, "fp8": 1, "fp4": 2}[p] for p in _TABLE["peak"]], dtype=np.int8)
+PEAK_COLUMN = {n: ("peak_bf16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_flops_per_s")[i]
+               for n, i in zip(NAMES, PEAK_INDEX)}
+ELEMENT_BYTES = _TABLE["element_bytes"].to_numpy(np.float32)          # GEMM operand / KV element, scales included
+SERVING_QUANTIZE_BYTES = _TABLE["serving_quantize_bytes"].to_numpy(np.float32)
+TRAINING_QUANTIZE_READS = _TABLE["training_quantize_reads"].to_numpy(np.float32)
+TRAINING_QUANTIZE_COPIES = _TABLE["training_quantize_copies"].to_numpy(np.float32)
+# HBM bytes per element of a 16-bit GEMM input quantized for training: its reads plus its copies.
+TRAINING_QUANTIZE_BYTES = 2.0 * TRAINING_QUANTIZE_READS + TRAINING_QUANTIZE_COPIES * ELEMENT_BYTES
+
+
+def peak_flops_per_s(precision, hw: dict):
+    """The catalog peak a GEMM in `precision` runs against (BF16, FP8 or FP4 tensor cores)."""
+    return np.choose(PEAK_INDEX[precision], [hw["peak_bf16_flops_per_s"], hw["peak_fp8_flops_per_s"],
+                                             hw["peak_fp4_flops_per_s"]])
