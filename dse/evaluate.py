@@ -112,7 +112,9 @@ def inference_inputs(work: dict, n: int) -> dict:
     out.update(precision=schema.enum_codes(work, "precision"), kv_precision=schema.enum_codes(work, "kv_precision"),
                topology_code=schema.enum_codes(work, "topology"),
                flash_attention=_setting(work, "flash_attention", "bool"),
-               gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"))
+               gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"),
+               **{k: _setting(work, k, "float") for k in ("launch_overhead_s", "layer_overhead_s",
+                                                          "collective_overhead_s")})
     return out
 
 

@@ -141,7 +141,7 @@ class Network:
     links). Across scale-up domains the same shape applies on the scale-out network, its efficiency
     `scaleout_efficiency` and its half-saturation size scaled by bandwidth (a time carries over).
     Every call of a group of more than one rank pays the op's fixed floor (launch, synchronisation),
-    or `overhead_s` when given (the serving engines' per-collective overhead)."""
+    or `overhead_s` where given and not NaN (a serving engine's per-collective overhead)."""
 
     def __init__(self, cols: dict, overhead_s=None):
         self.overhead = overhead_s
@@ -170,8 +170,14 @@ class Network:
         return self.out_link * self.out_eff * shape
 
     # -- collectives over a group of n ranks, g of them inside one scale-up domain ---------
+    def _fixed(self, op):
+        """The op's fitted floor, or the given per-collective overhead where it is set (not NaN)."""
+        if self.overhead is None:
+            return self.floor[op]
+        return np.where(np.isnan(self.overhead), self.floor[op], self.overhead)
+
     def _plus_overhead(self, op, n, t):
-        fixed = self.floor[op] if self.overhead is None else self.overhead
+        fixed = self._fixed(op)
         if isinstance(fixed, float) and fixed == 0.0:
             return t
         return np.where(n > 1, t + fixed, t)
@@ -231,5 +237,4 @@ class Network:
         half = self.half[op] * np.where(inside, 1.0, self.out_link / self.up_link)
         link = np.where(inside, self.up_link * self.eff[op], self.out_link * self.out_eff)
         beta = link * bus_efficiency(2.0, np.maximum(message_bytes, 1.0), 1.0, half, 0.0)
-        fixed = self.floor[op] if self.overhead is None else self.overhead
-        return alpha + message_bytes / beta + fixed
+        return alpha + message_bytes / beta + self._fixed(op)

@@ -13,13 +13,15 @@ Each replica holds batch/dp sequences and runs static batching (TensorRT-LLM
     output_tokens_per_s = batch * osl / e2e                        (whole deployment)
 
 One forward pass of one pipeline stage sums, per layer, the roofline time of each op of the
-inventory (dse.perf.layer: projections, attention, MLP or router + experts, element-wise), two TP
-all-reduces, the EP all-to-all, and a fixed overhead per layer (`layer_overhead_s`: launch,
-enqueue, ramp and tail of its kernels); the last stage adds the LM head on one token per sequence.
+inventory (dse.perf.layer: projections, attention, MLP or router + experts, element-wise; GEMMs in
+the fitted kernel form with their floors, dse calibrate), two TP all-reduces, the EP all-to-all, and
+the serving engine's fixed overhead per layer (`layer_overhead_s`, framework preset: launches,
+enqueue and the small kernels the op inventory does not time one by one); the last stage adds the
+LM head on one token per sequence.
 Decode reads the weights of the experts the step's tokens actually touch: with T routed tokens and
-top-k of E experts, E (1 - (1 - k/E)^T) distinct experts in expectation. Decode uses
-`decode_memory_efficiency` (streaming weights and KV cache through small GEMV-like kernels) and
-every collective pays `collective_overhead_s`: per GPU generation in catalog/efficiency.csv.
+top-k of E experts, E (1 - (1 - k/E)^T) distinct experts in expectation. Decode streams
+the KV cache at `decode_memory_efficiency`; every collective pays the engine's `collective_overhead_s`
+(framework preset) or, where the preset leaves it blank, the fitted NCCL floor of its op.
 `gqa_kv_sharing` (framework preset): the decode attention kernel reads each KV head once for all
 the query heads of its group; older kernels (TensorRT-LLM <= v0.6) once per query head.
 
@@ -36,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 
 from dse import catalog, schema
-from dse.columns import divides, first_failure, not_positive_integers
+from dse.columns import divides, first_failure, not_positive_integers, real
 from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf import mixers as X
@@ -78,6 +80,7 @@ class Pass:
         self.kv_reads = np.where(w["gqa_kv_sharing"], 1.0, m.heads / np.maximum(m.kv_heads, 1))
         self.dense, self.moe = L.layer_shares(m)
         self.peak_gemm = R.gemm_peak_flops_per_s(w["precision"], self.hw)
+        self.layer_overhead, self.launch_overhead = real(w["layer_overhead_s"]), real(w["launch_overhead_s"])
 
     def rates(self, decode: bool) -> R.Rates:
         return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None,
@@ -133,7 +136,7 @@ def stage_pass(p: Pass, net: Network, place: Placement, s: L.Shape, decode: bool
     gather = np.where(tp > 1, net.all_gather_s(tp, place.tp_in, s.seqs * m.vocab * M.LOGITS_BYTES), 0.0)
     send = np.where(pp > 1, net.p2p_s(place.pp_stride, act_msg / tp), 0.0)
     comm = layers_per_stage * (m.blocks_per_layer * all_reduce + p.moe * 2 * all_to_all) + gather + send
-    overhead = p.hw["layer_overhead_s"] * layers_per_stage + p.hw["launch_overhead_s"] * K["kernels_per_pass"]
+    overhead = p.layer_overhead * layers_per_stage + p.launch_overhead * K["kernels_per_pass"]
     return compute, memory, comm, overhead
 
 
@@ -170,7 +173,7 @@ def inference_columns(w: dict) -> dict:
     # Keep the arithmetic finite on infeasible rows; they are flagged, not dropped.
     tp, pp, dp, ep, batch, isl, osl = (np.maximum(x, 1) for x in (tp, pp, dp, ep, batch, isl, osl))
     p = Pass(w, m, tp, ep)
-    net = Network(w, overhead_s=p.hw["collective_overhead_s"])
+    net = Network(w, overhead_s=real(w["collective_overhead_s"]))
     place = Placement(p.hw["scaleup_domain"], tp, 1.0, ep, pp, dp)
     layers_per_stage = m.layers / pp
     seqs = batch / dp                                    # sequences per replica

@@ -256,7 +256,9 @@ def training_columns(w: dict) -> dict:
     # the boundary activation and the receiver all-gathers it over the scale-up links.
     p2p = _only_where(pp > 1, lambda: net.p2p_s(place.pp_stride, act_msg / tp) + np.where(w["sp"], 0.0, all_gather))
     pp_comm = np.where(pp > 1, 2 * vp * microbatches * p2p, 0.0)
-    bubble = (pp - 1) / vp * t_mb
+    # Fill and drain: pp - 1 stages idle for a micro-batch's forward and backward (1/vp of it when
+    # interleaved), and the activation and its gradient cross the pp - 1 stage boundaries on the way.
+    bubble = (pp - 1) * (t_mb / vp + 2 * p2p)
 
     weights, grads, optimizer, activations, dense_params, expert_params = memory_parts(
         m, w, tp, pp, dp, cp, ep, vp, b, microbatches, layer.tokens)

@@ -63,8 +63,10 @@ def low_latency_bytes(num_tokens, hidden_size, topk, num_ranks, direction):
     return num_tokens * topk * (num_ranks - 1.0) / num_ranks * per_selection
 
 
-def deepep_time_s(bytes_sent, scaleup_bandwidth_bytes_per_s, floor_s, efficiency,
-                  sms=np.inf, sm_bytes_per_s=np.inf):
-    """Seconds of one dispatch or combine moving `bytes_sent` per GPU (see the module docstring)."""
-    return (floor_s + bytes_sent / (efficiency * scaleup_bandwidth_bytes_per_s)
-            + bytes_sent / (np.asarray(sms, float) * sm_bytes_per_s))
+def deepep_time_s(bytes_sent, copies_sent, scaleup_bandwidth_bytes_per_s, floor_s, efficiency,
+                  sms=np.inf, sm_bytes_per_s=np.inf, copy_overhead_bytes=0.0):
+    """Seconds of one dispatch or combine moving `bytes_sent` per GPU in `copies_sent` token copies."""
+    moved = bytes_sent + copies_sent * copy_overhead_bytes
+    link = moved / (efficiency * scaleup_bandwidth_bytes_per_s)
+    copy = moved / (np.asarray(sms, float) * sm_bytes_per_s)
+    return floor_s + np.maximum(link, copy)
