@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 
 BENCH_SYSTEMS = ["a100-80gb", "h100-sxm", "h200", "b200", "gb200"]
-BENCH_MODELS = ["gpt3-175b", "llama3.1-70b", "llama3.1-8b", "llama2-70b", "nemotron4-15b"]
+# A mix of dense, MoE (MLA, sliding-window) and hybrid (Mamba-2, Gated DeltaNet) models.
+BENCH_MODELS = ["gpt3-175b", "llama3.1-70b", "llama3.1-8b", "llama2-70b", "nemotron4-15b", "mixtral-8x7b",
+                "deepseek-v3", "gpt-oss-120b", "nemotron-h-56b", "qwen3-next-80b-a3b"]
 
 
 def random_training_points(n: int, seed: int = 0) -> dict:

@@ -71,17 +71,41 @@ def to_columns(frame) -> tuple[dict[str, np.ndarray], int]:
 BLOCK_ROWS = 1 << 14
 
 
+class Block(Mapping):
+    """The columns of one row block, sliced (and catalog columns expanded) on first read: a kernel
+    pays only for the columns it uses, however many the schema defines (the fitted kernel
+    parameters of every number format, say)."""
+
+    def __init__(self, work: dict, rows: slice):
+        self._work, self._rows, self._seen = work, rows, {}
+
+    def __getitem__(self, key):
+        if key not in self._seen:
+            v = self._work[key]
+            self._seen[key] = v[self._rows] if isinstance(v, CatalogColumn) or np.ndim(v) else v
+        return self._seen[key]
+
+    def __iter__(self):
+        return iter(self._work)
+
+    def __len__(self) -> int:
+        return len(self._work)
+
+    def __contains__(self, key) -> bool:
+        return key in self._work
+
+
 def blockwise(fn, work: dict, n: int, block: int = BLOCK_ROWS) -> dict:
     """Apply a columns -> columns function to consecutive row blocks and join the results."""
     def result_dtype(v):  # results keep the model's float type: float64 would add no information
         return v.dtype
 
     if n <= block:
-        part = fn({k: v[:] if isinstance(v, CatalogColumn) else v for k, v in work.items()})
+        part = fn(Block(work, slice(None)))
         return {k: np.asarray(v).astype(result_dtype(np.asarray(v)), copy=False) for k, v in part.items()}
     out = None
     for i in range(0, n, block):
-        part = fn({k: v[i:i + block] for k, v in work.items()})
+        part = fn(Block(work, slice(i, i + block)))
         if out is None:
             out = {k: np.empty(n, dtype=result_dtype(np.asarray(v))) for k, v in part.items()}
         for k, v in part.items():

@@ -155,9 +155,11 @@ def test_more_memory_bandwidth_never_raises_tpot(p, factor):
 
 
 @PROPERTY
-@given(points, st.integers(1, 64))
-def test_larger_batch_never_lowers_throughput_while_it_fits(p, extra):
-    frame = pd.DataFrame([p, {**p, "batch": p["batch"] + extra}])
+@given(points, st.integers(2, 8))
+def test_a_multiple_of_the_batch_never_lowers_throughput_while_it_fits(p, factor):
+    """k times the batch is never slower per token. (One more sequence can be: when the tokens cross
+    a GEMM tile boundary a new wave of tiles starts, the fitted wave quantization of real kernels.)"""
+    frame = pd.DataFrame([p, {**p, "batch": p["batch"] * factor}])
     frame["gpus"] = frame["tp"] * frame["pp"]
     out = evaluate_inference(frame)
     if out["fits"].all():

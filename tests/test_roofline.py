@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from dse import resolve
 from dse.perf import layer, roofline
 from dse.perf.layer import Op, Shape
+from dse.perf.forms import moe as MOE
 from dse.perf.roofline import Rates
 from dse.workload import Model
 
@@ -135,7 +136,7 @@ def test_gemm_peak_by_precision():
 
 def test_each_row_takes_the_gemm_parameters_of_its_format():
     from dse.catalog.fitted import GEMM_PARAMS, gemm_column
-    from dse.perf.precision import CODE, NAMES
+    from dse.catalog.precision import CODE, NAMES
     hw = {gemm_column(p, f): np.full(3, float(i + 1) * (1 + j)) for i, f in enumerate(NAMES)
           for j, p in enumerate(GEMM_PARAMS)}
     codes = np.array([CODE["bf16"], CODE["nvfp4"], CODE["mxfp8"]], dtype=np.int8)
@@ -235,45 +236,37 @@ def moe(experts=8, top_k=2, **kw):
                  experts=experts, top_k=top_k, moe_ffn_hidden=14336, **kw)
 
 
-@pytest.mark.parametrize("experts,top_k,tokens", [(8, 2, 3), (64, 6, 10), (128, 8, 16), (256, 8, 24)])
-def test_experts_touched_matches_monte_carlo(experts, top_k, tokens):
-    m = moe(experts, top_k)
-    want = experts * (1 - (1 - top_k / experts) ** tokens)
-    got = float(layer.experts_touched(m, np.array([float(tokens)]))[0])
-    assert got == pytest.approx(want, rel=1e-9)
+@pytest.mark.parametrize("local,routed", [(8, 3), (32, 10), (16, 40), (256, 24)])
+def test_experts_touched_matches_monte_carlo(local, routed):
+    """Randomly routed (token, expert) pairs over E_l local experts touch E_l (1 - (1 - 1/E_l)^R)."""
+    got = float(MOE.experts_touched(np.array([float(routed)]), np.array([float(local)]), spread=False)[0])
     rng = np.random.default_rng(0)
-    trials = 2000
-    keys = rng.random((trials, tokens, experts))
-    chosen = np.argpartition(keys, top_k - 1, axis=2)[:, :, :top_k]  # top_k distinct experts per token, uniform
-    hit = np.zeros((trials, experts), dtype=bool)
-    np.put_along_axis(hit, chosen.reshape(trials, -1), True, axis=1)
-    mc = hit.sum(axis=1)
-    assert got == pytest.approx(mc.mean(), abs=4 * mc.std() / np.sqrt(trials) + 1e-9)
-
-
-def test_experts_touched_limits():
-    m = moe(64, 6)
-    assert float(layer.experts_touched(m, np.array([1.0]))[0]) == pytest.approx(6.0)       # one token: top_k
-    assert float(layer.experts_touched(m, np.array([1e5]))[0]) == pytest.approx(64.0)      # many tokens: all
-    every = moe(8, 8)
-    assert float(layer.experts_touched(every, np.array([3.0]))[0]) == pytest.approx(8.0)   # top_k = E
-    t = layer.experts_touched(m, np.array([1.0, 2.0, 4.0, 16.0, 256.0]))
-    assert np.all(np.diff(t) > 0) and np.all(t <= 64.0)
+    hits = rng.integers(0, local, size=(4000, routed))
+    mc = np.array([len(np.unique(h)) for h in hits])
+    assert got == pytest.approx(mc.mean(), abs=4 * mc.std() / np.sqrt(len(mc)) + 1e-9)
+    # balanced routing spreads the pairs: min(E_l, R)
+    assert float(MOE.experts_touched(np.array([float(routed)]), np.array([float(local)]))[0]) == min(local, routed)
 
 
 @pytest.mark.parametrize("tokens,ep,tp", [(1.0, 1.0, 1.0), (16.0, 8.0, 1.0), (4096.0, 8.0, 2.0), (8192.0, 64.0, 1.0)])
-def test_moe_tokens_per_expert_times_experts_equals_routed_tokens_times_top_k(tokens, ep, tp):
+def test_moe_layer_receives_its_ep_groups_tokens_and_counts_top_k_dense_mlps_of_flops(tokens, ep, tp):
     m = moe(64, 6)
     s = Shape(seqs=np.array([tokens]), q_len=np.array([1.0]), ctx=np.array([1.0]), tp=np.array([tp]), ep=np.array([ep]))
     ops = {op.name: op for op in layer.moe_ops(m, s, 2.0, 1.0, 1.0)}
-    up = ops["expert_up_gate"]
-    routed = tokens * ep  # the EP group's tokens
-    # per-expert tokens x experts on this GPU x EP ranks = every routed token's top_k assignments
-    assert float((up.m * up.count * ep)[0]) == pytest.approx(routed * 6, rel=1e-9)
-    assert float((ops["expert_down"].m * ops["expert_down"].count * ep)[0]) == pytest.approx(routed * 6, rel=1e-9)
-    # so the routed experts' FLOPs over the EP group are those of top_k dense MLPs per token
-    flops = (roofline.op_flops_bytes(up)[0] + roofline.op_flops_bytes(ops["expert_down"])[0]) * ep
-    assert float(flops[0]) == pytest.approx(2 * routed * 6 * 3 * 4096 * 14336 / tp, rel=1e-9)
+    experts = ops["experts"]
+    assert experts.timing == "moe" and float(experts.moe["num_tokens"][0]) == tokens * ep
+    assert experts.moe["ep_size"][0] == ep and experts.moe["tp_size"][0] == tp
+    # this GPU's FLOPs: its tokens' top_k gated MLPs, sharded over TP
+    assert float(experts.flops[0]) == pytest.approx(2 * tokens * 6 * 3 * 4096 * 14336 / tp, rel=1e-9)
+
+
+def test_moe_layer_time_is_the_fitted_form_and_skew_slows_the_busiest_rank():
+    import dse
+    frame = {"model": ["mixtral-8x7b"] * 2, "system": ["h100-sxm"] * 2, "gpus": [8] * 2, "tp": [1] * 2,
+             "ep": [8] * 2, "global_batch": [64] * 2, "micro_batch": [1] * 2, "moe_imbalance": [1.0, 2.0]}
+    import pandas as pd
+    out = dse.evaluate_training(pd.DataFrame(frame))
+    assert out["compute_s"].iloc[1] > out["compute_s"].iloc[0]
 
 
 def test_layer_shares_split_dense_and_moe_layers():

@@ -41,26 +41,25 @@ PREFILL_PARAMS = (("prefill_efficiency_max", 0.5, 0.01, 1.0), ("prefill_softmax_
                   ("prefill_memory_efficiency", 0.6, 0.01, 1.0))
 WINDOW_PARAMS = (("prefill_window_extra_keys", 64.0, 0.0, 4096.0),)
 NO_WINDOW_EXTRA = {"prefill_window_extra_keys": 0.0}
-DECODE_PARAMS = (("decode_floor_s", 10e-6, 0.0, 1e-3), ("decode_group_item_s", 30e-9, 0.0, 1e-6),
-                 ("decode_query_item_s", 1e-9, 0.0, 1e-6), ("decode_head_item_s", 10e-9, 0.0, 1e-6),
-                 ("decode_bandwidth_efficiency", 0.8, 0.01, 1.0), ("decode_half_streams", 50.0, 0.0, 1e4))
+DECODE_PARAMS = (("decode_floor_s", 6e-6, 0.0, 1e-3), ("decode_head_floor_s", 1e-6, 0.0, 1e-4),
+                 ("decode_cta_s", 2e-6, 0.0, 1e-4), ("decode_key_s", 5e-9, 0.0, 1e-6),
+                 ("decode_query_s", 0.1e-6, 0.0, 1e-5), ("decode_head_cta_s", 1e-6, 0.0, 1e-4),
+                 ("decode_head_key_s", 5e-9, 0.0, 1e-6), ("decode_bandwidth_efficiency", 0.8, 0.01, 1.0),
+                 ("decode_reread_fraction", 0.5, 0.0, 1.0), ("decode_split_s", 1e-6, 0.0, 1e-4),
+                 ("decode_head_split_s", 1e-6, 0.0, 1e-4), ("decode_empty_split_s", 1e-6, 0.0, 1e-4))
+# The grouped (XQA) kernel runs only where (sequence x KV head x 128-key block) items reach a
+# quarter of the SMs (TensorRT-LLM's XQA dispatch), or always (its FP8-cache and Blackwell kernels).
+GATES = ({"gate": 0.25}, {"gate": 0.0})
+SM_START = 128.0                       # decode_sm_count the kernel-choice fits start from
+SM_CANDIDATES = np.arange(64.0, 201.0, 4.0)   # decode_sm_count values scanned (SMs of the GPUs in reach)
+SM_ROUNDS = 1                          # scan-and-refit rounds of decode_sm_count
+GATE_POINTS = 1500                     # shapes per fit while choosing the kernel gate / split mode
 
 
 def read_table(data: KernelData, gpu: str, family: str, name: str, framework: str = "trtllm") -> pd.DataFrame:
-    """All rows of one table, newest version first on duplicate shapes, with `latency_s`.
-
-    Unlike `KernelData.table` this keeps `step` as a shape key: in the generation tables it is the
-    KV length, so deduplicating without it would keep one KV length per shape."""
-    base = data.root / gpu / family / framework
-    versions = sorted((p for p in base.glob("*") if (p / f"{name}.parquet").exists()),
-                      key=lambda p: _version_key(p.name), reverse=True)
-    if not versions:
-        return pd.DataFrame()
-    t = pd.concat([pd.read_parquet(v / f"{name}.parquet") for v in versions], ignore_index=True)
-    keys = [c for c in t.columns if c not in {"framework", "version", "device", "op_name", "latency"}]
-    t = t.drop_duplicates(subset=keys, keep="first")
-    t["latency_s"] = t["latency"].astype(float) * 1e-3
-    return t[np.isfinite(t["latency_s"]) & (t["latency_s"] > 0)].reset_index(drop=True)
+    """All rows of one table (`KernelData.table`: newest version first on duplicate shapes, `step`
+    kept as a shape key, so the generation tables keep every KV length), with `latency_s`."""
+    return data.table(gpu, family, name, framework)
 
 
 def has_units(system, peak_col: str) -> bool:
@@ -76,7 +75,7 @@ def sig3(x: float) -> float:
     return float(f"{float(x):.3g}")
 
 
-def fit_log(model, specs, shapes: dict, measured_s: np.ndarray):
+def fit_log(model, specs, shapes: dict, measured_s: np.ndarray, points: int = FIT_POINTS):
     """Robust least squares of log(model(params, shapes) / measured) over the parameters `specs`
     (name, start, lower, upper). Fits on at most FIT_POINTS shapes (an even, deterministic stride:
     the tables are regular grids) and returns ({name: value rounded to 3 digits}, predictions of
@@ -85,7 +84,7 @@ def fit_log(model, specs, shapes: dict, measured_s: np.ndarray):
     start = np.array([s[1] for s in specs])
     scale = np.where(start > 0, start, 1.0)   # fit in units of the start values (seconds vs fractions)
     lower, upper = np.array([s[2] for s in specs]) / scale, np.array([s[3] for s in specs]) / scale
-    rows = np.arange(0, len(measured_s), -(-len(measured_s) // FIT_POINTS))
+    rows = np.arange(0, len(measured_s), -(-len(measured_s) // points))
     sub = {k: v[rows] for k, v in shapes.items()}
     resid = lambda x: np.log(model(dict(zip(names, x * scale)), sub) / measured_s[rows])
     # tolerances of 1e-4: the parameters are kept to 3 significant digits anyway
@@ -107,6 +106,65 @@ def fit_prefill(model, shapes: dict, measured_s: np.ndarray, specs=PREFILL_PARAM
         if best is None or p90 < best[0]:
             best = (p90, params | {"prefill_q_tile_rows": float(rows)}, pred)
     return best[1], best[2]
+
+
+def _p90_log(pred, measured_s) -> float:
+    return float(np.percentile(np.abs(np.log(pred / measured_s)), 90))
+
+
+def fit_decode(terms, combine, shapes: dict, measured_s: np.ndarray, specs=DECODE_PARAMS, choices=None,
+               sm_refit=()):
+    """Fit of the decode parameters (`fit_log`) with the kernel-dispatch constants chosen from the
+    data. The model is split as the form is (`decode_shape_terms` / `decode_from_terms`):
+    `terms(shapes, fixed)` the parameter-free part for the dispatch constants `fixed`, computed once
+    per subset, and `combine(terms, params)` the seconds. Each of `choices` (dicts of fixed
+    parameters, e.g. the grouped-kernel gate on or off; "gate" gives `decode_grouped_min_items` as a
+    fraction of the SM count) is fitted on GATE_POINTS shapes at SM_START and the best kept; then
+    `decode_sm_count` is scanned over SM_CANDIDATES with the other parameters held (the wave and
+    split arithmetic is piecewise constant in it, so least squares cannot move it) and the
+    parameters refitted at the best. `sm_refit`: SM counts also refitted (on GATE_POINTS shapes)
+    before the scan, for kernels whose other parameters trade off against the SM count (a scan
+    that holds them cannot leave a poor start; affordable for small tables). Returns (parameters
+    rounded to 3 digits, the fixed ones included; the model's predictions of every shape with them)."""
+    choices = choices or [{}]
+
+    def fixed(c, sm):
+        f = {k: v for k, v in c.items() if k != "gate"} | {"decode_sm_count": sm}
+        return f | ({"decode_grouped_min_items": c["gate"] * sm} if "gate" in c else {})
+
+    def model(f):
+        cache = {}
+        def seconds(q, x):
+            if id(x) not in cache:
+                cache[id(x)] = (x, terms(x, f))   # keeps x alive, so its id stays its own
+            return combine(cache[id(x)][1], f | q)
+        return seconds
+
+    def fit_at(c, sm, points):
+        f = fixed(c, sm)
+        free = [sp for sp in specs if sp[0] not in f]
+        params, pred = fit_log(model(f), free, shapes, measured_s, points)
+        return {k: sig3(v) for k, v in f.items()} | params, pred
+
+    best = None
+    for c in choices:
+        params, pred = fit_at(c, SM_START, GATE_POINTS)
+        score = _p90_log(pred, measured_s)
+        if best is None or score < best[0]:
+            best = (score, c, params)
+    _, choice, params = best
+    for sm in sm_refit:
+        refit, pred = fit_at(choice, float(sm), GATE_POINTS)
+        score = _p90_log(pred, measured_s)
+        if score < best[0]:
+            best, params = (score, choice, refit), refit
+    rows = np.arange(0, len(measured_s), -(-len(measured_s) // FIT_POINTS))
+    sub = {k: v[rows] for k, v in shapes.items()}
+    for _ in range(SM_ROUNDS):
+        scores = [_p90_log(combine(terms(sub, fixed(choice, sm)), params | fixed(choice, sm)), measured_s[rows])
+                  for sm in SM_CANDIDATES]
+        params, pred = fit_at(choice, float(SM_CANDIDATES[int(np.argmin(scores))]), FIT_POINTS)
+    return params, pred
 
 
 def kv_cache_share(t: pd.DataFrame) -> np.ndarray:
@@ -135,6 +193,15 @@ def decode_s(p: dict, x: dict, peak: float, bandwidth: float):
                                         x["kv_bytes"], peak, bandwidth, p)
 
 
+def decode_terms(x: dict, fixed: dict) -> dict:
+    """`form.decode_shape_terms` of the measured decode shapes `x` for the dispatch constants `fixed`."""
+    kv_len = x["s"] + x["step"]
+    return form.decode_shape_terms(x["b"], kv_len, x["h"], x["kv"], x["d"], x["d"], x["w"], 2.0 * x["d"] * x["kv_bytes"],
+                                   form.gqa_grouped(x["h"], x["kv"]), fixed["decode_sm_count"],
+                                   fixed.get("decode_grouped_min_items", 0.0),
+                                   fixed.get("decode_split_keys", form.SPLIT_KEYS), per_head=True)
+
+
 def fit(data: KernelData, gpu: str) -> list[Fit]:
     """One attention Fit per KV-cache precision the GPU has measurements (and units) for."""
     system = data.system(gpu)
@@ -155,8 +222,9 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
         p_pre, pre_s = fit_prefill(lambda q, x: prefill_s(NO_WINDOW_EXTRA | q, x, peak, bandwidth),
                                    pre, c["latency_s"].to_numpy(), specs)
         p_pre = NO_WINDOW_EXTRA | p_pre
-        p_dec, dec_s = fit_log(lambda q, x: decode_s(p_pre | q, x, peak, bandwidth),
-                               DECODE_PARAMS, dec, g["latency_s"].to_numpy())
+        p_dec, _ = fit_decode(decode_terms, lambda t, q: form.decode_from_terms(t, peak, bandwidth, p_pre["prefill_efficiency_max"], q),
+                              dec, g["latency_s"].to_numpy(), choices=GATES)
+        dec_s = decode_s(p_pre | p_dec, dec, peak, bandwidth)
         fits.append(Fit(FAMILY, gpu, precision, p_pre | p_dec,
                         np.concatenate([c["latency_s"].to_numpy(), g["latency_s"].to_numpy()]),
                         np.concatenate([pre_s, dec_s]),

@@ -17,13 +17,21 @@ import numpy as np
 
 from dse.calibrate import Fit
 from dse.calibrate.attention import DECODE_PARAMS as ATTENTION_DECODE_PARAMS
-from dse.calibrate.attention import KV_PRECISIONS, fit_log, fit_prefill, has_units, read_table
+from dse.calibrate.attention import KV_PRECISIONS, fit_decode, fit_prefill, has_units, read_table
 from dse.calibrate.tables import KernelData
 from dse.perf.forms import attention as form
 
 FAMILY = "mla"
-# Every head shares the one latent KV head, so no per-head kernel (and no `decode_head_item_s`) runs.
-DECODE_PARAMS = tuple(p for p in ATTENTION_DECODE_PARAMS if p[0] != "decode_head_item_s")
+# Every head shares the one latent KV head, so no per-head kernel runs (no `decode_head_*` or
+# re-read parameters), and without a sliding window no split is ever empty.
+PER_HEAD_ONLY = {"decode_head_floor_s", "decode_head_cta_s", "decode_head_key_s", "decode_reread_fraction",
+                 "decode_head_split_s", "decode_empty_split_s"}
+DECODE_PARAMS = tuple(p for p in ATTENTION_DECODE_PARAMS if p[0] not in PER_HEAD_ONLY)
+# Whether the kernel splits long KV over several CTAs (Hopper and Blackwell MLA kernels do; the
+# SM80 path of the A100 tables runs one CTA per sequence): chosen by the fit.
+# SM counts the decode fit is refitted at before its scan (the tables are small enough).
+SM_REFIT = (64.0, 80.0, 96.0, 108.0, 120.0, 132.0, 148.0, 160.0)
+SPLIT_MODES = ({"decode_split_keys": form.SPLIT_KEYS}, {"decode_split_keys": 0.0, "decode_split_s": 0.0})
 
 
 def _col(t, c):
@@ -47,9 +55,12 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
                                                                          bandwidth, q),
                                    pre, c["latency_s"].to_numpy())
         dec = {"b": _col(g, "batch_size"), "kv_len": _col(g, "isl") + _col(g, "step"), "h": _col(g, "num_heads")}
-        p_dec, dec_s = fit_log(lambda q, x: form.mla_decode_time_s(x["b"], x["kv_len"], x["h"], kv_bytes, peak,
-                                                                   bandwidth, p_pre | q),
-                               DECODE_PARAMS, dec, g["latency_s"].to_numpy())
+        terms = lambda x, f: form.decode_shape_terms(
+            x["b"], x["kv_len"], x["h"], 1.0, form.MLA_LATENT_DIM, form.MLA_KV_LORA_RANK, 0.0,
+            form.MLA_LATENT_DIM * kv_bytes, True, f["decode_sm_count"], split_keys=f["decode_split_keys"], per_head=False)
+        combine = lambda t, q: form.decode_from_terms(t, peak, bandwidth, p_pre["prefill_efficiency_max"], q)
+        p_dec, _ = fit_decode(terms, combine, dec, g["latency_s"].to_numpy(), DECODE_PARAMS, SPLIT_MODES, SM_REFIT)
+        dec_s = form.mla_decode_time_s(dec["b"], dec["kv_len"], dec["h"], kv_bytes, peak, bandwidth, p_pre | p_dec)
         fits.append(Fit(FAMILY, gpu, precision, p_pre | p_dec,
                         np.concatenate([c["latency_s"].to_numpy(), g["latency_s"].to_numpy()]),
                         np.concatenate([pre_s, dec_s]),

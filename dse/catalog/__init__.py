@@ -90,13 +90,13 @@ def systems() -> pd.DataFrame:
     out["scaleout_bandwidth_bytes_per_s"] = t["scaleout_gbit_per_s"] * 1e9 / 8
     out["scaleout_latency_s"] = t["scaleout_latency_us"] * 1e-6
     out["tdp_w"] = t["tdp_w"].astype(float)
-    eff = efficiency_si()
-    for col in eff.columns:
-        out[col] = t["generation"].map(eff[col]).astype(float)
+    # the generation's parameters, replaced where this system's own kernels were measured and fitted
+    per_generation = efficiency_si().reindex(t["generation"]).set_index(out.index)
     from dse.catalog.fitted import fitted_columns
-    fitted = fitted_columns()
-    for col in fitted.columns:  # measured kernels beat the generation's projection
-        out[col] = out["name"].map(fitted[col]).fillna(out[col]) if col in out else out["name"].map(fitted[col])
+    own = fitted_columns().reindex(columns=per_generation.columns).reindex(out["name"]).set_index(out.index)
+    listed = [c for c in own.columns if c in out]  # the system's own catalog value beats a generation's
+    own[listed] = own[listed].fillna(out[listed])
+    out = pd.concat([out.drop(columns=listed), own.fillna(per_generation).astype(float)], axis=1)
     return out.set_index("name", drop=False)
 
 
@@ -122,10 +122,9 @@ def efficiency_si() -> pd.DataFrame:
     for col in [c for c in eff.columns if c.endswith("_us")]:
         eff[col[:-3] + "_s"] = eff.pop(col) * 1e-6
     from dse.catalog.fitted import fitted_columns
-    fitted = fitted_columns()  # a generation carries over the fitted kernels of the system it names
-    for col in fitted.columns:
-        eff[col] = table["kernels_like"].map(fitted[col]).astype(float).fillna(eff[col] if col in eff else np.nan)
-    return eff
+    # a generation carries over the fitted kernels of the system it names
+    carried = fitted_columns().reindex(table["kernels_like"]).set_index(eff.index)
+    return pd.concat([eff.drop(columns=[c for c in carried.columns if c in eff]), carried], axis=1)
 
 
 @lru_cache(maxsize=None)

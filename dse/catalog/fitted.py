@@ -17,10 +17,13 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from dse.perf.precision import NAMES as FORMATS
+from dse.catalog.precision import NAMES as FORMATS
 
 _COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall")
 GEMM_PARAMS = ("efficiency_max", "tiles_per_wave", "k_ramp", "split_k_min_depth", "floor_s", "memory_efficiency")
+# the MoE layer's fitted parameters (dse.perf.forms.moe.LAYER_PARAMS; a leaf list here, checked equal by a test)
+MOE_PARAMS = ("floor_s", "efficiency_max", "memory_efficiency", "routed_bytes_per_element", "expert_overhead_s",
+              "local_expert_overhead_s", "routing_s_per_selection", "routing_step_s")
 FORMAT_FALLBACK = {
     "bf16": ("bf16",),
     "fp8": ("fp8", "bf16"),
@@ -38,9 +41,10 @@ COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 NCCL_NAME = {"all_to_all": "alltoall"}
 
 
-def gemm_column(param: str, fmt: str) -> str:
-    """Model column of one GEMM parameter for one number format, e.g. gemm_efficiency_max_fp8_block."""
-    return f"gemm_{param}_{fmt.replace('-', '_')}"
+def gemm_column(param: str, fmt: str, family: str = "gemm") -> str:
+    """Model column of one fitted parameter of a per-format family (gemm, moe) for one number
+    format, e.g. gemm_efficiency_max_fp8_block, moe_floor_s_nvfp4."""
+    return f"{family}_{param}_{fmt.replace('-', '_')}"
 
 
 def _each(param: str) -> list[str]:
@@ -53,6 +57,7 @@ FITTED = {
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
        for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},
     **{gemm_column(p, f): ("gemm", FORMAT_FALLBACK[f], [p]) for f in FORMATS for p in GEMM_PARAMS},
+    **{gemm_column(p, f, "moe"): ("moe", FORMAT_FALLBACK[f], [p]) for f in FORMATS for p in MOE_PARAMS},
 }
 
 

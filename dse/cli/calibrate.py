@@ -41,8 +41,9 @@ def register(sub) -> None:
     p.add_argument("kernels", help="directory of kernel tables laid out <gpu>/<family>/<framework>/<version>/"
                                    "<table>.parquet (e.g. ../shared/data/kernels)")
     p.add_argument("--family", action="append", choices=list(FAMILIES),
-                   help="only this op family; repeat for several (default: all)")
-    p.add_argument("--gpu", action="append", help="only this GPU folder; repeat for several (default: all)")
+                   help=f"only this op family; repeat for several; one of {', '.join(FAMILIES)} (default: all)")
+    p.add_argument("--gpu", action="append",
+                   help="only this GPU folder of the kernel directory; repeat for several (default: all)")
     p.add_argument("--json", action="store_true",
                    help="print a list of {family, gpu, points, median_abs_error_pct, p90_abs_error_pct}")
     p.add_argument("--write", nargs="?", const="", default=None, metavar="PATH",

@@ -70,7 +70,7 @@ class Pass:
 
     def __init__(self, w: dict, m: Model, tp, ep):
         self.m, self.tp, self.ep = m, tp, ep
-        self.hw = {k: w[k] for k in schema.HARDWARE_COLUMNS}
+        self.hw = w  # a Block: hardware columns are read (and expanded) where a formula uses them
         self.precision = w["precision"]
         self.operand = L.GEMM_OPERAND_BYTES[w["precision"]]
         self.kv_bytes = L.GEMM_OPERAND_BYTES[w["kv_precision"]]

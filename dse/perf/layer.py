@@ -19,7 +19,7 @@ from dataclasses import dataclass, is_dataclass
 import numpy as np
 
 from dse import catalog
-from dse.perf.precision import ELEMENT_BYTES as GEMM_OPERAND_BYTES  # noqa: F401 (re-exported)
+from dse.catalog.precision import ELEMENT_BYTES as GEMM_OPERAND_BYTES  # noqa: F401 (re-exported)
 
 K = catalog.constants()
 ACT_BYTES = K["activation_bytes"]
@@ -30,7 +30,7 @@ LOGITS_BYTES = K["logits_bytes"]
 class Op:
     name: str
     kind: str                 # gemm (a linear layer) | attention | elementwise | head
-    timing: str               # gemm | fused | stream: how roofline.py times it
+    timing: str               # gemm | fused | stream | moe: how roofline.py times it
     m: object = 0.0           # GEMM shape (m x k) @ (k x n), `count` of them
     n: object = 0.0
     k: object = 0.0
@@ -41,6 +41,7 @@ class Op:
     bytes: object = 0.0
     weight: object = 1.0
     backward: object = 2.0
+    moe: object = None        # timing "moe": the MoE layer's shape (dse.perf.forms.moe), a dict
 
 
 @dataclass
@@ -74,14 +75,14 @@ def gqa_share(m):
 
 
 def projection_ops(m, s: Shape, operand) -> list:
-    """QKV (and the output gate, where the model has one) and output projections of the GQA
-    attention layers; MLA's are in dse.perf.mixers."""
+    """QKV (and the output gate, where the model has one) projections of the GQA attention layers
+    (MLA's are in dse.perf.mixers) and the output projection of every attention layer."""
     q_local = m.q_dim / s.tp
     share = gqa_share(m)
     return [Op("qkv_proj", "gemm", "gemm", s.tokens, q_local * (1.0 + m.output_gate) + kv_pair_local(m, s.tp),
                m.hidden, operand_bytes=operand, low_precision=True, weight=share),
             Op("attn_out_proj", "gemm", "gemm", s.tokens, m.hidden, m.o_dim / s.tp, operand_bytes=operand,
-               low_precision=True, weight=share)]
+               low_precision=True, weight=m.attention_fraction)]   # MLA's output projection too
 
 
 def mlp_ops(m, s: Shape, operand, dense_share) -> list:
@@ -92,30 +93,22 @@ def mlp_ops(m, s: Shape, operand, dense_share) -> list:
                low_precision=True, weight=dense_share)]
 
 
-def experts_touched(m, routed_tokens):
-    """Expected distinct experts hit by `routed_tokens` tokens each routed to top_k of E experts."""
-    experts = np.maximum(m.experts, 1)
-    with np.errstate(divide="ignore"):  # top_k == experts: log1p(-1) = -inf, every expert touched
-        touched = experts * -np.expm1(routed_tokens * np.log1p(-np.minimum(m.top_k / experts, 1.0)))
-    return np.maximum(touched, np.minimum(routed_tokens * m.top_k, 1.0))
-
-
 def moe_ops(m, s: Shape, operand, moe_share, imbalance) -> list:
-    """Router, routed experts (grouped GEMMs on this GPU's active experts, paced by the busiest one)
-    and shared experts of one MoE layer. The tokens of the EP group are routed over E experts; this
-    GPU holds E/ep of them, each sharded over TP."""
+    """Router GEMM, the routed experts as one MoE layer kernel (permute, grouped GEMMs, activation,
+    unpermute on this GPU's E/ep experts, each sharded over TP, paced by the busiest rank: the fitted
+    form of dse.perf.forms.moe, `imbalance` its busiest expert's load over the mean) and the shared
+    experts. The all-to-all dispatcher brings each GPU the routed pairs of its EP group's tokens; it
+    routes, reads and writes only its own tokens."""
     up = m.mlp_mats - 1
-    routed = s.tokens * s.ep
-    touched = experts_touched(m, routed)
-    local = touched / s.ep
-    per_expert = routed * m.top_k / np.maximum(touched, 1e-30)
     shared = m.shared_experts * m.moe_ffn / s.tp
+    shape = {"num_tokens": s.tokens * s.ep, "local_tokens": s.tokens, "hidden_size": m.hidden, "inter_size": m.moe_ffn,
+             "topk": m.top_k, "num_experts": m.experts, "tp_size": s.tp, "ep_size": s.ep, "gated": up,
+             "weight_bytes": operand, "busiest_expert_ratio": imbalance, "spread": imbalance <= 1.0}
+    flops = 2.0 * s.tokens * m.top_k * m.mlp_mats * m.hidden * m.moe_ffn / s.tp
     return [
         Op("router", "gemm", "gemm", s.tokens, m.experts, m.hidden, weight=moe_share),
-        Op("expert_up_gate", "gemm", "gemm", per_expert, up * m.moe_ffn / s.tp, m.hidden, count=local,
-           operand_bytes=operand, low_precision=True, weight=moe_share * imbalance),
-        Op("expert_down", "gemm", "gemm", per_expert, m.hidden, m.moe_ffn / s.tp, count=local,
-           operand_bytes=operand, low_precision=True, weight=moe_share * imbalance),
+        Op("experts", "gemm", "moe", low_precision=True, flops=flops, operand_bytes=operand, weight=moe_share,
+           moe=shape),
         Op("shared_expert_up_gate", "gemm", "gemm", s.tokens, up * shared, m.hidden, operand_bytes=operand,
            low_precision=True, weight=moe_share),
         Op("shared_expert_down", "gemm", "gemm", s.tokens, m.hidden, shared, operand_bytes=operand,
@@ -180,7 +173,7 @@ def decode_attention_op(m, s: Shape, kv_cache_token, kv_reads) -> Op:
 def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout=0.0, rope=0.0, quantize_bytes=0.0) -> Op:
     """Norms, residual adds, activation (and dropout, RoPE, and the quantization of low-precision
     GEMM inputs where the phase has them: `quantize_bytes` of HBM traffic per element of each 16-bit
-    GEMM input, dse.perf.precision); `hidden_split` divides the hidden-size terms (sequence parallelism)."""
+    GEMM input, dse.catalog.precision); `hidden_split` divides the hidden-size terms (sequence parallelism)."""
     ffn_local = (dense_share * m.ffn + moe_share * m.moe_ffn * (m.top_k + m.shared_experts)) / s.tp
     activation = 2 * m.mlp_mats * ffn_local          # GeLU: read f, write f; gated: read 2f, write f
     blocks = m.blocks_per_layer / 2.0                 # the constants are per transformer layer (2 blocks)
@@ -220,10 +213,14 @@ def rows_of(value, idx, n):
     what they hold) field by field, anything else (scalars, broadcast constants) kept."""
     if isinstance(value, np.ndarray):
         return value[idx] if value.ndim == 1 and len(value) == n else value
+    if hasattr(value, "rows_of"):  # lazily read parameters (dse.perf.roofline.per_format)
+        return value.rows_of(idx, n)
+    if isinstance(value, dict):    # an op's shape (the MoE layer's)
+        return {k: rows_of(v, idx, n) for k, v in value.items()}
     if is_dataclass(value) and not isinstance(value, type):
         out = copy(value)
         for name, field_value in vars(value).items():
-            if isinstance(field_value, np.ndarray) or is_dataclass(field_value):
+            if isinstance(field_value, (np.ndarray, dict)) or is_dataclass(field_value):
                 object.__setattr__(out, name, rows_of(field_value, idx, n))
         return out
     return value

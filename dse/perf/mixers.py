@@ -55,7 +55,7 @@ def decode_attention_ops(m, s: Shape, kv_cache_token, kv_reads) -> list:
 
 
 def mla_projection_ops(m, s: Shape, operand, decode: bool, weight) -> list:
-    """MLA's projections for the rows with `weight` > 0 (attention share x is_mla)."""
+    """MLA's query and KV projections for the rows with `weight` > 0 (attention share x is_mla)."""
     heads_local = m.heads / s.tp
     nope = m.head_dim - m.rope_dim
     q_in = np.where(m.q_lora > 0, m.q_lora, m.hidden)
@@ -67,8 +67,7 @@ def mla_projection_ops(m, s: Shape, operand, decode: bool, weight) -> list:
                 _gemm("mla_v_absorb", s.tokens, m.v_head_dim, m.kv_lora, operand, weight, count=heads_local)]
     else:
         ops.append(_gemm("mla_kv_up", s.tokens, heads_local * (nope + m.v_head_dim), m.kv_lora, operand, weight))
-    ops.append(_gemm("attn_out_proj", s.tokens, m.hidden, m.o_dim / s.tp, operand, weight))
-    return ops
+    return ops   # the output projection is the attention layers' (dse.perf.layer.projection_ops)
 
 
 def mla_decode_attention_op(m, s: Shape, kv_cache_token, weight) -> Op:

@@ -16,15 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse import catalog
-from dse.catalog.fitted import GEMM_PARAMS, gemm_column
+from dse.catalog.fitted import GEMM_PARAMS, MOE_PARAMS, gemm_column
 from dse.perf.forms import gemm as G
-from dse.perf.precision import CODE, NAMES, peak_flops_per_s
+from dse.perf.forms import moe as MOE
+from dse.catalog.precision import CODE, NAMES, peak_flops_per_s
 
 OUTPUT_BYTES = catalog.constant("gemm_output_bytes")
 
 
 def gemm_peak_flops_per_s(precision, hw: dict):
-    """Catalog peak FLOP/s a GEMM in number format `precision` (dse.perf.precision) runs against;
+    """Catalog peak FLOP/s a GEMM in number format `precision` (dse.catalog.precision) runs against;
     the fraction of it a GEMM reaches is the fitted `gemm_efficiency_max_<format>` and the shape terms."""
     return peak_flops_per_s(precision, hw)
 
@@ -41,12 +42,52 @@ class GemmParams:
 
     @classmethod
     def of(cls, hw: dict, precision) -> "GemmParams":
-        """The parameters of each row's format (codes of dse.perf.precision)."""
+        """The parameters of each row's format (codes of dse.catalog.precision)."""
+        lazy = per_format(hw, precision, "gemm")
+        return cls(*(lazy[p] for p in GEMM_PARAMS))
+
+
+class _LazyParams(dict):
+    """A fitted family's parameters for each row's format, read from the hardware columns on first use."""
+
+    def __init__(self, hw, precision, family):
+        super().__init__()
+        self._args = (hw, precision, family)
+
+    def __missing__(self, key):
+        hw, precision, family = self._args
         codes = np.asarray(precision)
         if codes.ndim == 0 or (codes.size and np.all(codes == codes.flat[0])):
-            name = NAMES[int(codes.flat[0]) if codes.size else 0]
-            return cls(*(hw[gemm_column(p, name)] for p in GEMM_PARAMS))
-        return cls(*(np.choose(codes, [hw[gemm_column(p, f)] for f in NAMES]) for p in GEMM_PARAMS))
+            value = hw[gemm_column(key, NAMES[int(codes.flat[0]) if codes.size else 0], family)]
+        else:
+            value = np.choose(codes, [hw[gemm_column(key, f, family)] for f in NAMES])
+        self[key] = value
+        return value
+
+    def rows_of(self, idx, n) -> "_LazyParams":
+        """The same parameters restricted to rows `idx` (dse.perf.layer.rows_of)."""
+        hw, precision, family = self._args
+        sub = {k: (v[idx] if np.ndim(v) == 1 and len(v) == n else v) for k, v in hw.items()} \
+            if isinstance(hw, dict) else _RowsOf(hw, idx, n)
+        codes = np.asarray(precision)
+        return _LazyParams(sub, codes[idx] if codes.ndim == 1 and len(codes) == n else codes, family)
+
+
+class _RowsOf:
+    """Hardware columns restricted to rows `idx`, each column read (and restricted) when first used."""
+
+    def __init__(self, hw, idx, n):
+        self._hw, self._idx, self._n = hw, idx, n
+
+    def __getitem__(self, key):
+        v = self._hw[key]
+        return v[self._idx] if np.ndim(v) == 1 and len(v) == self._n else v
+
+
+def per_format(hw: dict, precision, family: str) -> dict:
+    """{parameter: per-row value} of a per-format fitted family (columns `<family>_<param>_<format>`),
+    each looked up when first read."""
+    return _LazyParams(hw, precision, family)
 
 
 def gemm_flops(m, n, k, count=1.0):
@@ -94,6 +135,7 @@ class Rates:
     gemm_bf16: GemmParams    # GEMMs a recipe keeps in BF16
     attention_efficiency: object
     clock: object = 1.0      # sustained_clock_fraction: tensor work runs at this share of the fitted speed
+    moe: dict | None = None  # fitted MoE-layer parameters in the pass's format (dse.perf.forms.moe)
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None) -> "Rates":
@@ -101,7 +143,7 @@ class Rates:
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
                    GemmParams.of(hw, precision), GemmParams.of(hw, CODE["bf16"]), hw["attention_efficiency"],
-                   hw["sustained_clock_fraction"])
+                   hw["sustained_clock_fraction"], per_format(hw, precision, "moe"))
 
 
 def op_compute_memory_s(op, r: Rates):
@@ -111,14 +153,35 @@ def op_compute_memory_s(op, r: Rates):
     if op.timing == "gemm":
         peak, p = (r.peak_gemm, r.gemm) if op.low_precision else (r.peak_bf16, r.gemm_bf16)
         return gemm_compute_memory_s(op.m, op.n, op.k, op.count, op.operand_bytes, peak * r.clock, r.bandwidth, p)
+    if op.timing == "moe":
+        fixed, streams, weights, compute = moe_parts(op, r)
+        return fixed + compute, streams + weights
     memory = stream_time_s(op.bytes, r.bandwidth, r.memory_efficiency)
     if op.timing == "stream":
         return 0.0, memory
     return op.flops / (r.peak_bf16 * r.clock * r.attention_efficiency), memory
 
 
+def moe_parts(op, r: Rates):
+    """(fixed, token streams, weight stream, grouped-GEMM compute) seconds of an MoE layer op: the
+    fitted layer form at the pass's format, its peak at the sustained clock."""
+    return MOE.moe_time_parts(**op.moe, peak_flops_per_s=r.peak_gemm * r.clock,
+                              memory_bandwidth_bytes_per_s=r.bandwidth, **{p: r.moe[p] for p in MOE_PARAMS})
+
+
+def moe_backward_s(op, r: Rates):
+    """Backward seconds of an MoE layer op: the grouped GEMMs twice (data and weight gradients, so
+    the weights are read and their gradients written), the permute/unpermute streams and the fixed
+    costs once."""
+    fixed, streams, weights, compute = moe_parts(op, r)
+    return fixed + streams + 2.0 * np.maximum(weights, compute)
+
+
 def op_time_s(op, r: Rates):
     """Seconds of one op: a GEMM's fitted form (floor + quadrature), else the longer side."""
+    if op.timing == "moe":
+        fixed, streams, weights, compute = moe_parts(op, r)
+        return fixed + streams + np.maximum(weights, compute)
     compute, memory = op_compute_memory_s(op, r)
     if op.timing == "gemm":
         p = r.gemm if op.low_precision else r.gemm_bf16

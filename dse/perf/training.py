@@ -25,7 +25,7 @@ from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf import mixers as X
 from dse.perf import roofline as R
-from dse.perf.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s
+from dse.catalog.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s
 from dse.perf.collectives import Network, Placement, ranks_per_domain
 from dse.workload import Model
 
@@ -79,12 +79,16 @@ class Layer:
         ops.append(L.elementwise_op(m, s, dense, moe, hidden_split, dropout=m.dropout.astype(np.float32),
                                     quantize_bytes=TRAINING_QUANTIZE_BYTES[precision]))
         self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = 0.0
+        self.moe_fwd = self.moe_bwd = 0.0
         live_rows = {}
         for op in ops:
             if not np.any(op.weight):
                 continue
             t = L.weighted(R.op_time_s, op, rates, live_rows)
-            if op.kind == "gemm":
+            if op.timing == "moe":  # its backward: the grouped GEMMs twice, the token streams once
+                self.moe_fwd = self.moe_fwd + t
+                self.moe_bwd = self.moe_bwd + L.weighted(R.moe_backward_s, op, rates, live_rows)
+            elif op.kind == "gemm":
                 self.gemm_fwd = self.gemm_fwd + t
             elif op.kind == "attention":
                 self.attn_fwd = self.attn_fwd + t
@@ -94,8 +98,8 @@ class Layer:
                 self.scan_bwd = self.scan_bwd + t * op.backward
             else:
                 self.elementwise_fwd = self.elementwise_fwd + t
-        self.fwd = self.gemm_fwd + self.attn_fwd + self.scan_fwd + self.elementwise_fwd
-        self.bwd = 2 * self.gemm_fwd + self.attn_bwd + self.scan_bwd + 2 * self.elementwise_fwd
+        self.fwd = self.gemm_fwd + self.moe_fwd + self.attn_fwd + self.scan_fwd + self.elementwise_fwd
+        self.bwd = 2 * self.gemm_fwd + self.moe_bwd + self.attn_bwd + self.scan_bwd + 2 * self.elementwise_fwd
         logits, loss = L.training_head_ops(m, s.tokens, tp)
         self.logits = R.op_time_s(logits, rates)
         self.head = 3 * self.logits + 2 * R.op_time_s(loss, rates)
@@ -232,7 +236,7 @@ def training_columns(w: dict) -> dict:
     # Keep the arithmetic finite on infeasible rows; they are flagged, not dropped.
     tp, pp, dp, cp, ep, vp, b = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch"))
     microbatches = np.maximum(w["global_batch"] / (dp * b), 1)
-    hw = {k: w[k] for k in schema.HARDWARE_COLUMNS}
+    hw = w  # a Block: hardware columns are read (and expanded) where a formula uses them
     net = Network(w)
     place = Placement(hw["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"])
     layer = Layer(m, w, R.Rates.of(hw, w["precision"]), tp, ep, cp, b)

@@ -60,6 +60,10 @@ import numpy as np
 
 Q_TILE_ROWS = (64, 128)    # query rows per CTA tile the prefill kernels use (a fitted choice)
 GROUP_MAX_HEADS = 32       # query heads per KV head the grouped decode kernel packs into one CTA
+GROUP_TILE_HEADS = 64      # query heads one grouped decode CTA computes at most (MLA tiles its heads)
+SPLIT_KEYS = 128.0         # history keys per KV split of the grouped decode kernel (and per gate block)
+SPLIT_WAVES = 8.0          # the grouped kernel splits the KV at most to this many waves of CTAs
+PER_HEAD_SPLIT_ELEMENTS = 32768.0   # keys x head_dim one per-head decode CTA processes at least
 ACT_BYTES = 2.0            # Q, K, V inputs and the output are bf16
 
 # DeepSeek-V3 multi-head latent attention.
@@ -117,28 +121,103 @@ def mla_prefill_bytes_per_token(heads, kv_bytes):
 
 
 def gqa_grouped(heads, kv_heads):
-    """True where the grouped decode kernel runs (2..32 query heads per KV head)."""
+    """True where the grouped decode kernel can run (2..32 query heads per KV head)."""
     group = np.asarray(heads, float) / np.asarray(kv_heads, float)
     return (group > 1) & (group <= GROUP_MAX_HEADS)
 
 
-def decode_time_s(batch, kv_len, heads, kv_heads, qk_dim, v_dim, window, kv_bytes_per_token, grouped,
-                  peak_flops_per_s, memory_bandwidth_bytes_per_s, efficiency_max,
-                  floor_s, group_item_s, query_item_s, head_item_s, bandwidth_efficiency, half_streams):
-    """Seconds of one decode attention kernel: `batch` sequences each attending from one new token
-    to `kv_len` tokens (cached + new; `window` > 0 caps it). `kv_bytes_per_token` is the KV cache
-    of one token over all `kv_heads`; `grouped` (see `gqa_grouped`) picks the kernel kind."""
-    batch, kv_heads = np.asarray(batch, float), np.asarray(kv_heads, float)
+def grouped_splits(history, items, sm_count, split_keys=SPLIT_KEYS):
+    """KV splits per (sequence, KV head) of the grouped kernel: one per `split_keys` keys of history,
+    at most about sqrt(8 x that) (the final reduction must not dominate), and fewer when the
+    CTAs would exceed SPLIT_WAVES waves of `sm_count`. `split_keys` 0: no split-KV mode."""
+    history, items = np.asarray(history, float), np.asarray(items, float)
+    if split_keys <= 0:
+        return np.ones(np.broadcast(history, items).shape)
+    n = np.maximum(np.floor(history / split_keys), 1.0)
+    n = np.maximum(np.minimum(n, np.round(np.sqrt(8.0 * n))), 1.0)
+    waves = items * n / sm_count
+    n = np.where(waves > SPLIT_WAVES, np.floor(n * SPLIT_WAVES / waves), n)
+    return np.maximum(n, 1.0)
+
+
+def per_head_splits(keys, items, sm_count, head_dim):
+    """KV splits per (sequence, query head) of the per-head kernel: enough to give every SM a CTA,
+    each at least PER_HEAD_SPLIT_ELEMENTS / head_dim keys."""
+    keys, items = np.asarray(keys, float), np.asarray(items, float)
+    return np.clip(np.ceil(sm_count / items), 1.0, np.maximum(np.ceil(keys * head_dim / PER_HEAD_SPLIT_ELEMENTS), 1.0))
+
+
+def decode_shape_terms(batch, kv_len, heads, kv_heads, qk_dim, v_dim, window, kv_head_bytes_per_token, grouped_ok,
+                       sm_count, grouped_min_items=0.0, split_keys=SPLIT_KEYS, per_head=True) -> dict:
+    """The parameter-free part of `decode_time_s` (kernel choice, splits, waves, bytes, FLOPs) for
+    given dispatch constants: `sm_count` (`decode_sm_count`), `grouped_min_items`
+    (`decode_grouped_min_items`), `split_keys` (`decode_split_keys`); `per_head` False: the grouped
+    kernel always runs (MLA)."""
+    b = np.asarray(batch, float)
+    kv_len = np.asarray(kv_len, float)
+    kvh = np.asarray(kv_heads, float)
+    h = np.asarray(heads, float)
     window = np.asarray(window, float)
+    qk_dim = np.asarray(qk_dim, float)
+    b, kv_len, kvh, h, window, qk_dim = np.broadcast_arrays(b, kv_len, kvh, h, window, qk_dim)
+    history = np.maximum(kv_len - 1.0, 0.0)
     keys = np.where(window > 0, np.minimum(kv_len, window), kv_len)
-    group = heads / kv_heads
-    streams = batch * np.where(grouped, kv_heads, heads)
-    items = batch * np.where(grouped, kv_heads * group_item_s + heads * query_item_s, heads * head_item_s)
-    reads = np.where(grouped, 1.0, group)   # a per-head kernel reads the shared KV head per query head
-    moved = batch * (keys * kv_bytes_per_token * reads + ACT_BYTES * heads * (qk_dim + v_dim))
-    memory = moved / (memory_bandwidth_bytes_per_s * bandwidth_efficiency) * (1.0 + half_streams / streams)
-    compute = 2.0 * batch * heads * keys * (qk_dim + v_dim) / (peak_flops_per_s * efficiency_max)
-    return floor_s + (items ** 4 + memory ** 4 + compute ** 4) ** 0.25   # smooth max (module docstring)
+    group = h / kvh
+    if per_head:
+        blocks = b * kvh * np.maximum(np.floor(history / SPLIT_KEYS), 1.0)
+        grouped = np.asarray(grouped_ok, bool) & (blocks >= grouped_min_items)
+    else:
+        grouped = np.ones(b.shape, bool)
+    # grouped kernel: a CTA per (sequence, KV head, split); the splits span the whole history, so
+    # under a sliding window only those overlapping it have keys (the others are "empty")
+    tiles = np.ceil(group / GROUP_TILE_HEADS)   # query-head tiles per KV head (MLA's 128 heads: 2)
+    items_g = b * kvh * tiles
+    splits_g = grouped_splits(history, items_g, sm_count, split_keys)
+    active = np.minimum(splits_g, np.ceil(keys / np.maximum(history / splits_g, 1.0)) + 1.0)
+    t = {"grouped": grouped, "group_dims": group / tiles * qk_dim / 128.0,
+         "waves_g": np.ceil(items_g * active / sm_count), "keys_g": keys / active,
+         "empty_g": items_g * (splits_g - active) / sm_count, "split_g": splits_g > 1,
+         "kv_bytes": b * keys * kvh * kv_head_bytes_per_token, "act_bytes": b * ACT_BYTES * h * (qk_dim + v_dim),
+         "flops": 2.0 * b * h * keys * (qk_dim + v_dim), "rereads": np.zeros(b.shape)}
+    if per_head:
+        # per-head kernel: a CTA per (sequence, query head, split); each query head reads its KV
+        # head again (from L2 for all but the first)
+        items_h = b * h
+        splits_h = per_head_splits(keys, items_h, sm_count, qk_dim)
+        t |= {"waves_h": np.ceil(items_h * splits_h / sm_count), "keys_h": keys / splits_h, "split_h": splits_h > 1,
+              "rereads": np.where(grouped, 0.0, group - 1.0)}
+    return t
+
+
+def decode_from_terms(t: dict, peak_flops_per_s, memory_bandwidth_bytes_per_s, efficiency_max, p: dict):
+    """`decode_time_s` from its `decode_shape_terms` and the `decode_*` parameters `p`."""
+    latency = t["waves_g"] * (p["decode_cta_s"] + t["keys_g"] * p["decode_key_s"] + t["group_dims"] * p["decode_query_s"]) \
+        + t["empty_g"] * p.get("decode_empty_split_s", 0.0)
+    split_s = np.where(t["split_g"], p["decode_split_s"], 0.0)
+    floor = p["decode_floor_s"]
+    reads = 1.0
+    if "waves_h" in t:
+        g = t["grouped"]
+        latency = np.where(g, latency, t["waves_h"] * (p["decode_head_cta_s"] + t["keys_h"] * p["decode_head_key_s"]))
+        split_s = np.where(g, split_s, np.where(t["split_h"], p["decode_head_split_s"], 0.0))
+        floor = floor + np.where(g, 0.0, p["decode_head_floor_s"])
+        reads = 1.0 + t["rereads"] * p["decode_reread_fraction"]
+    memory = (t["kv_bytes"] * reads + t["act_bytes"]) / (memory_bandwidth_bytes_per_s * p["decode_bandwidth_efficiency"])
+    compute = t["flops"] / (peak_flops_per_s * efficiency_max)
+    return floor + split_s + np.sqrt(latency ** 2 + np.sqrt(memory ** 4 + compute ** 4))   # smooth max (module docstring)
+
+
+def decode_time_s(batch, kv_len, heads, kv_heads, qk_dim, v_dim, window, kv_head_bytes_per_token, grouped_ok,
+                  peak_flops_per_s, memory_bandwidth_bytes_per_s, efficiency_max, p: dict):
+    """Seconds of one decode attention kernel: `batch` sequences each attending from one new token
+    to `kv_len` tokens (cached + new; `window` > 0 caps the keys read). `kv_head_bytes_per_token` is
+    the cache of one KV head for one token; `grouped_ok` where the grouped kernel supports the shape
+    (see `gqa_grouped`; MLA: always). `p` holds the `decode_*` parameters (module docstring); without
+    the per-head ones (MLA) the grouped kernel always runs."""
+    t = decode_shape_terms(batch, kv_len, heads, kv_heads, qk_dim, v_dim, window, kv_head_bytes_per_token, grouped_ok,
+                           p["decode_sm_count"], p.get("decode_grouped_min_items", 0.0),
+                           p.get("decode_split_keys", SPLIT_KEYS), "decode_head_cta_s" in p)
+    return decode_from_terms(t, peak_flops_per_s, memory_bandwidth_bytes_per_s, efficiency_max, p)
 
 
 def attention_prefill_time_s(batch, seq, heads, kv_heads, head_dim, window, kv_bytes, peak_flops_per_s,
@@ -157,10 +236,8 @@ def attention_decode_time_s(batch, kv_len, heads, kv_heads, head_dim, window, kv
                             memory_bandwidth_bytes_per_s, p: dict):
     """Decode of MHA/GQA/MQA attention with a Fit's `prefill_efficiency_max` and `decode_*` parameters."""
     return decode_time_s(batch, kv_len, heads, kv_heads, head_dim, head_dim, window,
-                         2.0 * kv_heads * head_dim * kv_bytes, gqa_grouped(heads, kv_heads),
-                         peak_flops_per_s, memory_bandwidth_bytes_per_s, p["prefill_efficiency_max"],
-                         p["decode_floor_s"], p["decode_group_item_s"], p["decode_query_item_s"],
-                         p["decode_head_item_s"], p["decode_bandwidth_efficiency"], p["decode_half_streams"])
+                         2.0 * np.asarray(head_dim, float) * kv_bytes, gqa_grouped(heads, kv_heads),
+                         peak_flops_per_s, memory_bandwidth_bytes_per_s, p["prefill_efficiency_max"], p)
 
 
 def mla_prefill_time_s(batch, seq, heads, kv_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s, p: dict):
@@ -173,8 +250,8 @@ def mla_prefill_time_s(batch, seq, heads, kv_bytes, peak_flops_per_s, memory_ban
 
 def mla_decode_time_s(batch, kv_len, heads, kv_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s, p: dict):
     """Absorbed decode MLA: all `heads` (per GPU) read one shared latent KV of 576 elements per token
-    (one work item per sequence), with an "mla" Fit's `prefill_efficiency_max` and `decode_*` parameters."""
+    (the grouped kernel with one KV head), with an "mla" Fit's `prefill_efficiency_max` and `decode_*`
+    parameters."""
     return decode_time_s(batch, kv_len, heads, 1.0, MLA_LATENT_DIM, MLA_KV_LORA_RANK, 0.0,
                          MLA_LATENT_DIM * kv_bytes, True, peak_flops_per_s, memory_bandwidth_bytes_per_s,
-                         p["prefill_efficiency_max"], p["decode_floor_s"], p["decode_group_item_s"],
-                         p["decode_query_item_s"], 0.0, p["decode_bandwidth_efficiency"], p["decode_half_streams"])
+                         p["prefill_efficiency_max"], p)

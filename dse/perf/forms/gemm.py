@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.perf.precision import CODE, ELEMENT_BYTES, PEAK_COLUMN, SERVING_QUANTIZE_BYTES  # noqa: F401
+from dse.catalog.precision import CODE, ELEMENT_BYTES, PEAK_COLUMN, SERVING_QUANTIZE_BYTES  # noqa: F401
 
 TILE_M = 64.0      # output tile rows of one CTA (warpgroup MMA M)
 TILE_N = 128.0     # output tile columns

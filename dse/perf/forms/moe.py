@@ -51,6 +51,17 @@ from __future__ import annotations
 
 import numpy as np
 
+# dse precision -> (bytes per weight element including block scales, catalog peak column); mxfp4
+# is MXFP4 weights with MXFP8 activations, held to the FP4 peak like nvfp4
+FORMATS = {
+    "bf16": (2.0, "peak_bf16_flops_per_s"),
+    "fp8": (1.0, "peak_fp8_flops_per_s"),
+    "fp8-block": (1.0 + 4.0 / 128 ** 2, "peak_fp8_flops_per_s"),
+    "nvfp4": (0.5 + 1.0 / 16, "peak_fp4_flops_per_s"),
+    "mxfp4": (0.5 + 1.0 / 32, "peak_fp4_flops_per_s"),
+}
+LAYER_PARAMS = ("floor_s", "efficiency_max", "memory_efficiency", "routed_bytes_per_element", "expert_overhead_s",
+                "local_expert_overhead_s", "routing_s_per_selection", "routing_step_s")
 HALF_TOKENS = 128.0        # tokens per expert at half of efficiency_max (the GEMM tile height)
 RANK_SKEW_EXPONENT = 0.9   # how fast the busiest rank's excess load dilutes with its expert count
 TOKEN_IO_BYTES = 4.0       # bf16 input read + bf16 output written, per token and hidden element
@@ -80,6 +91,33 @@ def experts_touched(routed, local_experts, spread=True, active_expert_fraction=1
     return np.minimum(np.where(spread, np.minimum(local_experts, routed), random), np.maximum(routed, 1.0))
 
 
+def moe_time_parts(num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, ep_size, gated,
+                   weight_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
+                   floor_s, efficiency_max, memory_efficiency, routed_bytes_per_element,
+                   expert_overhead_s, local_expert_overhead_s, routing_s_per_selection, routing_step_s,
+                   busiest_expert_ratio=1.0, active_expert_fraction=1.0, spread=True, local_tokens=None):
+    """(fixed, activation-stream, weight-stream, grouped-GEMM compute) seconds of one MoE layer on the
+    busiest GPU of its EP group; the layer takes fixed + activations + max(weights, compute).
+    `local_tokens`: the tokens this GPU routes and reads and writes itself when an all-to-all
+    dispatcher brings it only its routed pairs (training, DeepEP serving): num_tokens / ep; None
+    for the measured layout, where every GPU holds all num_tokens tokens (attention DP gathered)."""
+    local = np.maximum(num_experts / ep_size, 1.0)
+    inter_local = inter_size / tp_size
+    mats = gated + 1.0  # up(+gate) and down projections, in units of h x I/tp
+    r = routed_pairs(num_tokens, topk, num_experts, ep_size, busiest_expert_ratio)
+    touched = experts_touched(r, local, spread, active_expert_fraction)
+    bw = memory_bandwidth_bytes_per_s * memory_efficiency
+    own = num_tokens if local_tokens is None else local_tokens
+    activations = (TOKEN_IO_BYTES * own + routed_bytes_per_element * r) * hidden_size / bw
+    weights = touched * mats * hidden_size * inter_local * weight_bytes / bw
+    x = r / touched
+    compute = 2.0 * r * hidden_size * mats * inter_local / (
+        peak_flops_per_s * efficiency_max * x / (x + HALF_TOKENS))
+    fixed = (floor_s + routing_step_s * topk + routing_s_per_selection * own * topk
+             + expert_overhead_s * touched + local_expert_overhead_s * local)
+    return fixed, activations, weights, compute
+
+
 def moe_time_s(num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, ep_size, gated,
                weight_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
                floor_s, efficiency_max, memory_efficiency, routed_bytes_per_element,
@@ -89,17 +127,21 @@ def moe_time_s(num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, 
     `weight_bytes`: bytes per weight element with block scales (bf16 2, fp8 1, nvfp4 0.5625,
     mxfp4 0.53125); `peak_flops_per_s`: the catalog peak of the format; `spread`: True for evenly
     spread (balanced) routing, False for random or skewed routing (busiest_expert_ratio > 1)."""
-    local = np.maximum(num_experts / ep_size, 1.0)
-    inter_local = inter_size / tp_size
-    mats = gated + 1.0  # up(+gate) and down projections, in units of h x I/tp
-    r = routed_pairs(num_tokens, topk, num_experts, ep_size, busiest_expert_ratio)
-    touched = experts_touched(r, local, spread, active_expert_fraction)
-    bw = memory_bandwidth_bytes_per_s * memory_efficiency
-    activations = (TOKEN_IO_BYTES * num_tokens + routed_bytes_per_element * r) * hidden_size / bw
-    weights = touched * mats * hidden_size * inter_local * weight_bytes / bw
-    x = r / touched
-    compute = 2.0 * r * hidden_size * mats * inter_local / (
-        peak_flops_per_s * efficiency_max * x / (x + HALF_TOKENS))
-    fixed = (floor_s + routing_step_s * topk + routing_s_per_selection * num_tokens * topk
-             + expert_overhead_s * touched + local_expert_overhead_s * local)
+    fixed, activations, weights, compute = moe_time_parts(
+        num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, ep_size, gated, weight_bytes,
+        peak_flops_per_s, memory_bandwidth_bytes_per_s, floor_s, efficiency_max, memory_efficiency,
+        routed_bytes_per_element, expert_overhead_s, local_expert_overhead_s, routing_s_per_selection,
+        routing_step_s, busiest_expert_ratio, active_expert_fraction, spread)
     return fixed + activations + np.maximum(weights, compute)
+
+
+def moe_time_for(precision, num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, ep_size,
+                 peak_flops_per_s, memory_bandwidth_bytes_per_s, params: dict, gated=2.0, routing=None):
+    """`moe_time_s` for a dse precision with the fitted parameters of one catalog row: `params`
+    holds LAYER_PARAMS; `routing` None for evenly spread (balanced) routing, or
+    (busiest_expert_ratio, active_expert_fraction) of a skewed routing."""
+    skew = {} if routing is None else dict(busiest_expert_ratio=routing[0], active_expert_fraction=routing[1],
+                                           spread=False)
+    return moe_time_s(num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, ep_size, gated,
+                      FORMATS[precision][0], peak_flops_per_s, memory_bandwidth_bytes_per_s,
+                      **{k: params[k] for k in LAYER_PARAMS}, **skew)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from dse.perf.forms.gemm import FORMATS
-from dse.perf.precision import CODE, TRAINING_QUANTIZE_COPIES, TRAINING_QUANTIZE_READS
+from dse.catalog.precision import CODE, TRAINING_QUANTIZE_COPIES, TRAINING_QUANTIZE_READS
 
 CACHE_SHARPNESS = 4.0   # how abruptly a re-read tensor stops fitting in L2
 
