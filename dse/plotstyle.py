@@ -44,15 +44,14 @@ SERIES = [BLUE, ORANGE, GREEN, RED, PURPLE, BROWN, PINK, GRAY, OLIVE, CYAN]
 ROLE = {"compute": BLUE, "recompute": LIGHT[BLUE], "memory": ORANGE, "comm": RED, "other_comm": LIGHT[RED],
         "bubble": GRAY, "optimizer": OLIVE, "model_state": GRAY, "published": "black", "front": RED}
 SYSTEM = {"a100-80gb": BLUE, "h100-sxm": GREEN, "b200": RED, "gb200": PURPLE}
-# One marker per GEMM of a transformer layer (roofline figures); MoE experts share the MLP's.
-OP_MARKER = {"qkv_proj": "o", "attn_out_proj": "s", "attention": "*", "mlp_up_gate": "^", "expert_up_gate": "^",
-             "mlp_down": "v", "expert_down": "v", "router": "P", "lm_head": "D"}
+# One marker per kernel of a transformer layer (roofline figures); the MoE layer (routed experts) its own.
+OP_MARKER = {"qkv_proj": "o", "attn_out_proj": "s", "attention": "*", "mlp_up_gate": "^", "mlp_down": "v",
+             "experts": "X", "router": "P", "lm_head": "D"}
 OP_LABEL = {"qkv_proj": "QKV projection", "attn_out_proj": "attention out-projection", "attention": "attention (fused)",
-            "mlp_up_gate": "MLP up+gate (MoE: expert)", "expert_up_gate": "MLP up+gate (MoE: expert)",
-            "mlp_down": "MLP down (MoE: expert)", "expert_down": "MLP down (MoE: expert)", "router": "MoE router",
-            "lm_head": "LM head"}
+            "mlp_up_gate": "MLP up+gate", "mlp_down": "MLP down", "experts": "MoE layer (routed experts)",
+            "router": "MoE router", "lm_head": "LM head"}
 OP_SHORT = {"qkv_proj": "QKV", "attn_out_proj": "out-proj", "attention": "attention", "mlp_up_gate": "up+gate",
-            "expert_up_gate": "up+gate", "mlp_down": "down", "expert_down": "down", "router": "router", "lm_head": "LM head"}
+            "mlp_down": "down", "experts": "experts", "router": "router", "lm_head": "LM head"}
 
 
 def use() -> None:

@@ -42,7 +42,9 @@ class Model:
         self.linear_fraction, self.mlp_fraction = f("linear_attention_layer_fraction"), f("mlp_layer_fraction")
         self.window_fraction, self.window = f("sliding_window_fraction"), f("sliding_window")
         self.chunk_fraction, self.chunk = f("chunked_attention_fraction"), f("attention_chunk")
-        self.sinks, self.output_gate = f("attention_sinks") > 0, f("attention_output_gate") > 0
+        # 0/1 in the model's float type (a bool would promote float32 arithmetic to float64)
+        self.sinks = (f("attention_sinks") > 0).astype(self.hidden.dtype)
+        self.output_gate = (f("attention_output_gate") > 0).astype(self.hidden.dtype)
         mlp_blocks = np.round(self.layers * self.mlp_fraction)
         self.moe_layers = np.where(self.is_moe, np.maximum(np.floor((mlp_blocks - dense_lead) / interval), 0.0), 0.0)
         self.dense_layers = mlp_blocks - self.moe_layers          # layers with a dense MLP

@@ -60,3 +60,9 @@ def error_stats(family: str, gpu: str, measured_s, predicted_s) -> dict:
     return {"family": family, "gpu": gpu, "points": int(err.size),
             "median_abs_error_pct": float(np.median(err)) if err.size else float("nan"),
             "p90_abs_error_pct": float(np.percentile(err, 90)) if err.size else float("nan")}
+
+
+def round_sig(x, digits=3) -> np.ndarray:
+    """Each value rounded to `digits` significant digits, exactly as the catalog prints it."""
+    x = np.asarray(x, float)
+    return np.array([float(f"{v:.{digits}g}") for v in x.ravel()]).reshape(x.shape)

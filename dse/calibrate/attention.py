@@ -13,6 +13,12 @@ to `step` cached tokens plus itself (kv_len = isl + step, as AIConfigurator's SO
 they exist only on Blackwell, only for Gemma-4 shapes (head_dim 512, or 256 with window 1024) that
 the main kernel never measured, through a second kernel family (FlashInfer trtllm-gen).
 
+The decode fit (`fit_decode`) also chooses the form's discrete dispatch parameters: whether the
+grouped kernel is gated (`decode_grouped_min_items`: TensorRT-LLM's XQA needs a quarter of the SMs
+in (sequence x KV head x 128-key block) items on Hopper with a bf16 cache; its FP8-cache kernel,
+Blackwell's trtllm-gen and the A100 tables show no gate) and the effective SM count
+(`decode_sm_count`: the waves and the split heuristic step with it; the fit recovers Hopper's 132).
+
 AIConfigurator's collector before TensorRT-LLM 1.3.0rc20 (here: the A100 tables, 1.0.0) allocated
 the dense KV cache as K-only (`CacheType.SELFKONLY`, replaced by `SELF` in its rc20 rewrite): its
 kernels read and write half the KV bytes of a serving cache, so those rows are fitted with half.
@@ -48,12 +54,12 @@ DECODE_PARAMS = (("decode_floor_s", 6e-6, 0.0, 1e-3), ("decode_head_floor_s", 1e
                  ("decode_reread_fraction", 0.5, 0.0, 1.0), ("decode_split_s", 1e-6, 0.0, 1e-4),
                  ("decode_head_split_s", 1e-6, 0.0, 1e-4), ("decode_empty_split_s", 1e-6, 0.0, 1e-4))
 # The grouped (XQA) kernel runs only where (sequence x KV head x 128-key block) items reach a
-# quarter of the SMs (TensorRT-LLM's XQA dispatch), or always (its FP8-cache and Blackwell kernels).
+# quarter of the SMs (TensorRT-LLM's XQA dispatch), or always (FP8 caches, Blackwell, the A100 tables).
 GATES = ({"gate": 0.25}, {"gate": 0.0})
-SM_START = 128.0                       # decode_sm_count the kernel-choice fits start from
-SM_CANDIDATES = np.arange(64.0, 201.0, 4.0)   # decode_sm_count values scanned (SMs of the GPUs in reach)
-SM_ROUNDS = 1                          # scan-and-refit rounds of decode_sm_count
-GATE_POINTS = 1500                     # shapes per fit while choosing the kernel gate / split mode
+SM_START = 128.0                   # decode_sm_count the kernel-choice fits are made at
+SM_STEP = 8.0                      # decode_sm_count scan: this step over the SM counts in reach,
+SM_CANDIDATES = np.arange(64.0, 201.0, SM_STEP)   # then half a step either side of the best
+GATE_POINTS = 1000                 # shapes per fit while choosing the kernel gate / split mode
 
 
 def read_table(data: KernelData, gpu: str, family: str, name: str, framework: str = "trtllm") -> pd.DataFrame:
@@ -75,11 +81,14 @@ def sig3(x: float) -> float:
     return float(f"{float(x):.3g}")
 
 
-def fit_log(model, specs, shapes: dict, measured_s: np.ndarray, points: int = FIT_POINTS):
+def fit_log(model, specs, shapes: dict, measured_s: np.ndarray, points: int = FIT_POINTS, gradient=None,
+            warm: dict | None = None):
     """Robust least squares of log(model(params, shapes) / measured) over the parameters `specs`
     (name, start, lower, upper). Fits on at most FIT_POINTS shapes (an even, deterministic stride:
     the tables are regular grids) and returns ({name: value rounded to 3 digits}, predictions of
-    every shape with the rounded values)."""
+    every shape with the rounded values). `gradient(params, shapes)`, if given, returns (seconds,
+    {name: d seconds / d parameter}) for an analytic Jacobian (fewer model evaluations);
+    `warm` overrides start values (a warm start from an earlier fit of the same parameters)."""
     names = [s[0] for s in specs]
     start = np.array([s[1] for s in specs])
     scale = np.where(start > 0, start, 1.0)   # fit in units of the start values (seconds vs fractions)
@@ -87,8 +96,15 @@ def fit_log(model, specs, shapes: dict, measured_s: np.ndarray, points: int = FI
     rows = np.arange(0, len(measured_s), -(-len(measured_s) // points))
     sub = {k: v[rows] for k, v in shapes.items()}
     resid = lambda x: np.log(model(dict(zip(names, x * scale)), sub) / measured_s[rows])
+    jac = "2-point"
+    if gradient is not None:
+        def jac(x):
+            seconds, grad = gradient(dict(zip(names, x * scale)), sub)
+            return np.column_stack([np.broadcast_to(grad[n], seconds.shape) for n in names]) * (scale / seconds[:, None])
     # tolerances of 1e-4: the parameters are kept to 3 significant digits anyway
-    x = least_squares(resid, np.ones(len(specs)), bounds=(lower, upper), loss="soft_l1", f_scale=0.05,
+    x0 = np.ones(len(specs)) if warm is None else np.array([warm.get(n, sp[1]) for n, sp in zip(names, specs)]) / scale
+    x0 = np.clip(x0, lower, upper)
+    x = least_squares(resid, x0, jac=jac, bounds=(lower, upper), loss="soft_l1", f_scale=0.05,
                       ftol=1e-4, xtol=1e-4, gtol=1e-4, tr_solver="lsmr").x
     x = np.where(x - lower < 1e-3, lower, x)   # within 0.1% of its start above the bound: unused, at the bound
     params = {n: sig3(v) for n, v in zip(names, x * scale)}
@@ -122,9 +138,9 @@ def fit_decode(terms, combine, shapes: dict, measured_s: np.ndarray, specs=DECOD
     fraction of the SM count) is fitted on GATE_POINTS shapes at SM_START and the best kept; then
     `decode_sm_count` is scanned over SM_CANDIDATES with the other parameters held (the wave and
     split arithmetic is piecewise constant in it, so least squares cannot move it) and the
-    parameters refitted at the best. `sm_refit`: SM counts also refitted (on GATE_POINTS shapes)
-    before the scan, for kernels whose other parameters trade off against the SM count (a scan
-    that holds them cannot leave a poor start; affordable for small tables). Returns (parameters
+    parameters refitted at the best. `sm_refit`: SM counts each choice is fitted at instead of
+    SM_START, for kernels whose other parameters trade off against the SM count (a scan that holds
+    them cannot leave a poor start; affordable for small tables). Returns (parameters
     rounded to 3 digits, the fixed ones included; the model's predictions of every shape with them)."""
     choices = choices or [{}]
 
@@ -132,39 +148,37 @@ def fit_decode(terms, combine, shapes: dict, measured_s: np.ndarray, specs=DECOD
         f = {k: v for k, v in c.items() if k != "gate"} | {"decode_sm_count": sm}
         return f | ({"decode_grouped_min_items": c["gate"] * sm} if "gate" in c else {})
 
-    def model(f):
+    def model(f, gradient=False):
         cache = {}
         def seconds(q, x):
             if id(x) not in cache:
                 cache[id(x)] = (x, terms(x, f))   # keeps x alive, so its id stays its own
-            return combine(cache[id(x)][1], f | q)
+            return combine(cache[id(x)][1], f | q, gradient=gradient)
         return seconds
 
-    def fit_at(c, sm, points):
+    def fit_at(c, sm, points, warm=None):
         f = fixed(c, sm)
+        # parameters the shapes never exercise (say, the empty-split cost without sliding windows) are 0
+        _, grad = model(f, gradient=True)({sp[0]: sp[1] for sp in specs} | (warm or {}), shapes)
+        f |= {sp[0]: 0.0 for sp in specs if sp[0] not in f and not np.any(grad[sp[0]])}
         free = [sp for sp in specs if sp[0] not in f]
-        params, pred = fit_log(model(f), free, shapes, measured_s, points)
+        params, pred = fit_log(model(f), free, shapes, measured_s, points, model(f, gradient=True), warm)
         return {k: sig3(v) for k, v in f.items()} | params, pred
 
     best = None
     for c in choices:
-        params, pred = fit_at(c, SM_START, GATE_POINTS)
-        score = _p90_log(pred, measured_s)
-        if best is None or score < best[0]:
-            best = (score, c, params)
+        for sm in sm_refit or (SM_START,):
+            params, pred = fit_at(c, float(sm), GATE_POINTS)
+            score = _p90_log(pred, measured_s)
+            if best is None or score < best[0]:
+                best = (score, c, params)
     _, choice, params = best
-    for sm in sm_refit:
-        refit, pred = fit_at(choice, float(sm), GATE_POINTS)
-        score = _p90_log(pred, measured_s)
-        if score < best[0]:
-            best, params = (score, choice, refit), refit
     rows = np.arange(0, len(measured_s), -(-len(measured_s) // FIT_POINTS))
     sub = {k: v[rows] for k, v in shapes.items()}
-    for _ in range(SM_ROUNDS):
-        scores = [_p90_log(combine(terms(sub, fixed(choice, sm)), params | fixed(choice, sm)), measured_s[rows])
-                  for sm in SM_CANDIDATES]
-        params, pred = fit_at(choice, float(SM_CANDIDATES[int(np.argmin(scores))]), FIT_POINTS)
-    return params, pred
+    score = lambda sm: _p90_log(combine(terms(sub, fixed(choice, sm)), params | fixed(choice, sm)), measured_s[rows])
+    sm = min(SM_CANDIDATES, key=score)
+    sm = min((sm - SM_STEP / 2, sm, sm + SM_STEP / 2), key=score)
+    return fit_at(choice, float(sm), FIT_POINTS, params)
 
 
 def kv_cache_share(t: pd.DataFrame) -> np.ndarray:
@@ -222,8 +236,9 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
         p_pre, pre_s = fit_prefill(lambda q, x: prefill_s(NO_WINDOW_EXTRA | q, x, peak, bandwidth),
                                    pre, c["latency_s"].to_numpy(), specs)
         p_pre = NO_WINDOW_EXTRA | p_pre
-        p_dec, _ = fit_decode(decode_terms, lambda t, q: form.decode_from_terms(t, peak, bandwidth, p_pre["prefill_efficiency_max"], q),
-                              dec, g["latency_s"].to_numpy(), choices=GATES)
+        combine = lambda t, q, gradient=False: form.decode_from_terms(t, peak, bandwidth, p_pre["prefill_efficiency_max"],
+                                                                      q, gradient)
+        p_dec, _ = fit_decode(decode_terms, combine, dec, g["latency_s"].to_numpy(), choices=GATES)
         dec_s = decode_s(p_pre | p_dec, dec, peak, bandwidth)
         fits.append(Fit(FAMILY, gpu, precision, p_pre | p_dec,
                         np.concatenate([c["latency_s"].to_numpy(), g["latency_s"].to_numpy()]),

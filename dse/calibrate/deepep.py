@@ -22,8 +22,7 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
-from dse.calibrate import Fit
-from dse.calibrate.moe import round_sig
+from dse.calibrate import Fit, round_sig
 from dse.calibrate.tables import KernelData
 from dse.perf.forms.deepep import PARAMS as NAMES
 from dse.perf.forms.deepep import deepep_time_s, traffic

@@ -27,11 +27,13 @@ FAMILY = "mla"
 PER_HEAD_ONLY = {"decode_head_floor_s", "decode_head_cta_s", "decode_head_key_s", "decode_reread_fraction",
                  "decode_head_split_s", "decode_empty_split_s"}
 DECODE_PARAMS = tuple(p for p in ATTENTION_DECODE_PARAMS if p[0] not in PER_HEAD_ONLY)
-# Whether the kernel splits long KV over several CTAs (Hopper and Blackwell MLA kernels do; the
-# SM80 path of the A100 tables runs one CTA per sequence): chosen by the fit.
-# SM counts the decode fit is refitted at before its scan (the tables are small enough).
-SM_REFIT = (64.0, 80.0, 96.0, 108.0, 120.0, 132.0, 148.0, 160.0)
-SPLIT_MODES = ({"decode_split_keys": form.SPLIT_KEYS}, {"decode_split_keys": 0.0, "decode_split_s": 0.0})
+# SM counts the decode fit tries for each split mode (the tables are small enough to refit).
+SM_REFIT = (64.0, 108.0, 160.0)
+# Whether and how finely the kernel splits long KV over several CTAs, chosen by the fit: Hopper's
+# MLA kernels split like XQA (128 keys), Blackwell's much more coarsely; the SM80 path of the A100
+# tables runs one CTA per sequence.
+SPLIT_MODES = ({"decode_split_keys": form.SPLIT_KEYS}, {"decode_split_keys": 3000.0},
+               {"decode_split_keys": 0.0, "decode_split_s": 0.0})
 
 
 def _col(t, c):
@@ -58,7 +60,8 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
         terms = lambda x, f: form.decode_shape_terms(
             x["b"], x["kv_len"], x["h"], 1.0, form.MLA_LATENT_DIM, form.MLA_KV_LORA_RANK, 0.0,
             form.MLA_LATENT_DIM * kv_bytes, True, f["decode_sm_count"], split_keys=f["decode_split_keys"], per_head=False)
-        combine = lambda t, q: form.decode_from_terms(t, peak, bandwidth, p_pre["prefill_efficiency_max"], q)
+        combine = lambda t, q, gradient=False: form.decode_from_terms(t, peak, bandwidth, p_pre["prefill_efficiency_max"],
+                                                                      q, gradient)
         p_dec, _ = fit_decode(terms, combine, dec, g["latency_s"].to_numpy(), DECODE_PARAMS, SPLIT_MODES, SM_REFIT)
         dec_s = form.mla_decode_time_s(dec["b"], dec["kv_len"], dec["h"], kv_bytes, peak, bandwidth, p_pre | p_dec)
         fits.append(Fit(FAMILY, gpu, precision, p_pre | p_dec,

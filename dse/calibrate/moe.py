@@ -8,18 +8,37 @@ or `power_law_<alpha>` (expert loads drawn from a power law, the busiest EP rank
 measured GPU, latency averaged over 5 draws).
 
 Fits, per GPU:
-  * one per precision on its balanced rows: the layer parameters of the form (floor_s,
-    efficiency_max, memory_efficiency, routed_bytes_per_element, expert_overhead_s,
-    local_expert_overhead_s, routing_s_per_selection, routing_step_s);
+  * one per precision: the layer parameters of the form (floor_s, efficiency_max,
+    memory_efficiency, routed_bytes_per_element, expert_overhead_s, local_expert_overhead_s,
+    routing_s_per_selection, routing_step_s), first on the precision's rows whose load on the
+    measured GPU is known without the routing skew (balanced rows, and legacy power-law rows, see
+    below), then again on all its rows with the routing skew held;
   * one routing fit (precision "all") on the power-law rows of every precision, the layer
     parameters held: per distribution `<dist>_busiest_expert_ratio` (busiest expert's load over
     the mean) and `<dist>_active_expert_fraction` (share of a rank's experts that get traffic).
-    A GPU without balanced rows (A100) has its precision's layer parameters fitted jointly with
-    the routing on the power-law rows; that precision's Fit then holds those rows and the routing
-    parameters too (there is no separate routing Fit to hold them).
+    Each precision's Fit holds its balanced (and legacy) rows, the routing Fit the power-law rows.
 Kernel dtypes map to dse precisions: bfloat16 bf16, fp8 fp8, fp8_block fp8-block, nvfp4 nvfp4,
 w4a8_mxfp4_mxfp8 mxfp4 (FP4 peak); weight-only formats (w4a16_mxfp4, int4) are not fitted.
 Non-gated kernels (ReLU^2, `..._nongated`) share their precision's fit with one GEMM fewer.
+
+What the tables measure, beyond the form:
+  * legacy power-law rows (TensorRT-LLM before 1.3: A100's 1.0.0 collection). AIConfigurator's
+    generator of that time (`power_law_logits_v3` before its 2026 rewrite) rounds the drawn expert
+    shares to integer counts, gives the missing selections one each to the first experts in sort
+    order (below ~E/k tokens nearly all of them: consecutive experts, so a handful of tokens puts
+    all k selections of each on one EP rank), does not cap an expert at one selection per token
+    (the surplus of an over-full expert goes, by top-k ties, to the lowest-numbered experts: the
+    measured rank's), and moves the busiest rank onto the measured GPU. That is not a routing
+    skew the form describes, so the measured GPU's load (pairs R and distinct experts touched) is
+    replayed from that generator (LEGACY_DRAWS draws per shape, fixed seeds) and the layer
+    parameters are fitted at that load; such a GPU gets no routing-skew parameters.
+  * TRTLLM-Gen tiles (mxfp4: the `moe_torch_flow` kernel of w4a8_mxfp4_mxfp8 on Blackwell). Its
+    tile of tokens per expert is TensorRT-LLM's `calculate_tile_tokens_dim` on the local experts:
+    the next power of two of T*k/E_l, within TILE_TOKENS; each touched expert computes
+    ceil(x/tile) whole tiles of its x = R/touched tokens, so the layer time steps where T*k/E_l
+    crosses a power of two. The fit folds that padding into the peak it gives the form (peak *
+    (x + HALF_TOKENS) / (ceil(x/tile)*tile), so the form's compute term is that of the padded
+    rows); a model using mxfp4's parameters must pad the same way.
 
 Points left out, and why:
   * `moe_torch_flow_min_latency` (B200/GB200 nvfp4): TensorRT-LLM's alternative min-latency
@@ -35,12 +54,15 @@ Points left out, and why:
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from dse.calibrate import Fit
-from dse.calibrate.tables import KernelData
+from dse.calibrate import Fit, round_sig
+from dse.calibrate.tables import KernelData, _version_key
+from dse.perf.forms import moe as form
 from dse.perf.forms.moe import FORMATS, LAYER_PARAMS, moe_time_s
 
 FAMILY = "moe"
@@ -52,6 +74,10 @@ MISTUNED_FACTOR = 1.5
 FIT_POINTS = 1500  # evenly spaced rows one least-squares problem sees (keeps the fit fast)
 SERIES = ["moe_dtype", "kernel_source", "distribution", "hidden_size", "inter_size", "topk",
           "num_experts", "moe_tp_size", "moe_ep_size"]
+LEGACY_BEFORE = "1.3"   # TensorRT-LLM versions below this were collected with the legacy power-law generator
+LEGACY_DRAWS = 16       # draws of that generator averaged per shape (the collector timed 5)
+TILED = {("w4a8_mxfp4_mxfp8", "moe_torch_flow")}  # (dtype, kernel) run by TRTLLM-Gen's token tiles
+TILE_TOKENS = (8.0, 256.0)  # smallest and largest TRTLLM-Gen tile of tokens per expert
 
 # (start, lower, upper, typical scale) of each parameter; fixed starts keep the fit deterministic
 LAYER = dict(zip(LAYER_PARAMS, (
@@ -70,16 +96,81 @@ ROUTING = {
 }
 
 
-def round_sig(x, digits=3) -> np.ndarray:
-    """Each value rounded to `digits` significant digits, exactly as the catalog prints it."""
-    x = np.asarray(x, float)
-    return np.array([float(f"{v:.{digits}g}") for v in x.ravel()]).reshape(x.shape)
+@lru_cache(maxsize=None)
+def legacy_power_law_load(num_tokens: int, num_experts: int, topk: int, ep_size: int, alpha: float,
+                          draws: int = LEGACY_DRAWS) -> tuple[np.ndarray, np.ndarray]:
+    """(routed pairs, distinct experts) on the measured GPU, one per draw, under AIConfigurator's
+    legacy `power_law_logits_v3` (see the module docstring); seeded by the shape, so deterministic.
+    Ties sort in expert order (a stable sort), and top-k fills a token's missing selections with
+    the lowest-numbered experts it does not have."""
+    T, E, k, ep = int(num_tokens), int(num_experts), int(topk), int(ep_size)
+    local = max(E // ep, 1)
+    rng = np.random.default_rng([T, E, k, ep, int(round(alpha * 1000))])
+    lo, hi = (1.0, 0.8 * T) if T * k > E else (0.01, 2.0)
+    a = 1.0 - alpha
+    shares = ((hi ** a - lo ** a) * rng.random((draws, E)) + lo ** a) ** (1.0 / a)
+    counts = np.round(shares / shares.sum(1, keepdims=True) * (T * k)).astype(np.int64)
+    order = np.argsort(-counts, axis=1, kind="stable")
+    delta = T * k - counts.sum(1)
+    rank = np.empty_like(order)  # each expert's place in that order
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(E), order.shape), axis=1)
+    more = np.maximum(delta, 0)  # missing selections: one each to the first experts in order, cycling
+    counts += (more // E)[:, None] + (rank < (more % E)[:, None])
+    for d in np.flatnonzero(delta < 0):  # too many: one less each from the last, or the largest if empty
+        for i in range(-int(delta[d])):
+            e = order[d, -(i % E) - 1]
+            counts[d, e if counts[d, e] > 0 else int(np.argmax(counts[d]))] -= 1
+    by_rank = counts.reshape(draws, ep, local)
+    busiest = np.argmax(by_rank.sum(2), axis=1)
+    mine = by_rank[np.arange(draws), busiest]  # the busiest rank's experts, moved onto the measured GPU
+    routed, touched = mine.sum(1).astype(float), (mine > 0).sum(1).astype(float)
+    for d in np.flatnonzero(counts.max(1) > T):  # an expert drawn more often than there are tokens
+        c = by_rank[d].copy()
+        c[[0, busiest[d]]] = c[[busiest[d], 0]]
+        c = c.ravel()
+        ranked = np.argsort(-c, kind="stable")
+        picks = np.repeat(ranked, c[ranked]).reshape(k, T).T  # each token's k draws
+        has = np.zeros((T, E), bool)
+        has[np.arange(T)[:, None], picks] = True
+        lacks = ~has
+        fill = lacks & (np.cumsum(lacks, axis=1) <= (k - has.sum(1))[:, None])  # top-k ties: lowest numbers
+        pairs = (has | fill)[:, :local].sum(0)
+        routed[d], touched[d] = float(pairs.sum()), float((pairs > 0).sum())
+    return routed, touched
+
+
+def time_at_load(shapes: dict, hw: dict, layer: dict, routed, touched) -> np.ndarray:
+    """`moe_time_s` of the measured GPU at a known load: `routed` (token, expert) pairs on `touched`
+    distinct experts (2-D, one column per routing draw), the time averaged over the draws. The same
+    terms as dse.perf.forms.moe (a test holds the two equal at the form's own load)."""
+    s = {k: np.asarray(v, float)[:, None] for k, v in shapes.items()}
+    local = np.maximum(s["num_experts"] / s["ep_size"], 1.0)
+    inter_local, mats = s["inter_size"] / s["tp_size"], s["gated"] + 1.0
+    bw = hw["memory_bandwidth_bytes_per_s"] * layer["memory_efficiency"]
+    tokens, h = s["num_tokens"], s["hidden_size"]
+    activations = (form.TOKEN_IO_BYTES * tokens + layer["routed_bytes_per_element"] * routed) * h / bw
+    weights = touched * mats * h * inter_local * hw["weight_bytes"] / bw
+    x = routed / touched
+    compute = 2.0 * routed * h * mats * inter_local / (
+        hw["peak_flops_per_s"] * layer["efficiency_max"] * x / (x + form.HALF_TOKENS))
+    fixed = (layer["floor_s"] + layer["routing_step_s"] * s["topk"]
+             + layer["routing_s_per_selection"] * tokens * s["topk"]
+             + layer["expert_overhead_s"] * touched + layer["local_expert_overhead_s"] * local)
+    return (fixed + activations + np.maximum(weights, compute)).mean(axis=1)
+
+
+def tile_tokens(num_tokens, topk, local_experts) -> np.ndarray:
+    """TRTLLM-Gen's tile of tokens per expert: T*k/E_l to the next power of two, within TILE_TOKENS."""
+    per_expert = np.maximum(np.asarray(num_tokens, float) * topk / np.maximum(local_experts, 1.0), 1.0)
+    return np.clip(2.0 ** np.ceil(np.log2(per_expert) - 1e-9), *TILE_TOKENS)
 
 
 class Block:
-    """Rows of one precision under one routing, as arrays (built once, evaluated many times)."""
+    """Rows of one precision under one routing, as arrays (built once, evaluated many times).
+    `skewed`: the load on the measured GPU follows the fitted routing skew (power-law rows of the
+    current generator); legacy power-law rows carry their replayed `load` instead."""
 
-    def __init__(self, rows: pd.DataFrame, hw: dict, dtype: str, dist: str):
+    def __init__(self, rows: pd.DataFrame, hw: dict, dtype: str, dist: str, legacy: bool = False):
         f = lambda c: rows[c].to_numpy(float)
         self.hw, self.dtype, self.dist = hw, dtype, dist
         self.shapes = dict(num_tokens=f("num_tokens"), hidden_size=f("hidden_size"),
@@ -89,18 +180,45 @@ class Block:
         self.measured_s = f("latency_s")
         # which series (layer configuration over its token counts) each row belongs to
         self.series = rows.groupby(SERIES, sort=False).ngroup().to_numpy()
+        tiled = np.array([(dtype, k) in TILED for k in rows["kernel_source"]], bool)
+        self.tile = (np.where(tiled, tile_tokens(self.shapes["num_tokens"], self.shapes["topk"],
+                                                 self.shapes["num_experts"] / self.shapes["ep_size"]), np.nan)
+                     if tiled.any() else None)
+        self.load = None
+        if legacy and dist != "balanced":
+            alpha = float(dist.rsplit("_", 1)[1])
+            loads = [legacy_power_law_load(int(t), int(e), int(k), int(ep), alpha) for t, e, k, ep in
+                     zip(self.shapes["num_tokens"], self.shapes["num_experts"], self.shapes["topk"],
+                         self.shapes["ep_size"])]
+            self.load = (np.array([r for r, _ in loads]), np.array([c for _, c in loads]))
+        self.skewed = dist != "balanced" and self.load is None
 
     def predict(self, layers: dict, routing: dict) -> np.ndarray:
-        skew = {} if self.dist == "balanced" else dict(
+        layer = layers[self.dtype]
+        if self.load is not None:
+            return time_at_load(self.shapes, self.hw, layer, *self.load)
+        skew = {} if not self.skewed else dict(
             busiest_expert_ratio=routing[self.dist][0], active_expert_fraction=routing[self.dist][1], spread=False)
-        return moe_time_s(**self.shapes, **self.hw, **layers[self.dtype], **skew)
+        hw = self.hw
+        if self.tile is not None:  # TRTLLM-Gen computes whole tiles: fold the padding into the peak
+            s = self.shapes
+            routed = form.routed_pairs(s["num_tokens"], s["topk"], s["num_experts"], s["ep_size"],
+                                       skew.get("busiest_expert_ratio", 1.0))
+            x = routed / form.experts_touched(routed, np.maximum(s["num_experts"] / s["ep_size"], 1.0),
+                                              skew.get("spread", True), skew.get("active_expert_fraction", 1.0))
+            padded = np.where(np.isnan(self.tile), 1.0,
+                              (x + form.HALF_TOKENS) / (np.ceil(x / self.tile - 1e-9) * self.tile))
+            hw = dict(hw, peak_flops_per_s=hw["peak_flops_per_s"] * padded)
+        return moe_time_s(**self.shapes, **hw, **layer, **skew)
 
     def take(self, rows) -> "Block":
         """The block restricted to a boolean mask or to positions."""
         out = object.__new__(Block)
-        out.hw, out.dtype, out.dist = self.hw, self.dtype, self.dist
+        out.hw, out.dtype, out.dist, out.skewed = self.hw, self.dtype, self.dist, self.skewed
         out.shapes = {k: v[rows] for k, v in self.shapes.items()}
         out.measured_s, out.series = self.measured_s[rows], self.series[rows]
+        out.tile = None if self.tile is None else self.tile[rows]
+        out.load = None if self.load is None else tuple(v[rows] for v in self.load)
         return out
 
     def mistuned(self, predicted: np.ndarray) -> np.ndarray:
@@ -110,21 +228,29 @@ class Block:
         return np.abs(median) > np.log(MISTUNED_FACTOR)
 
 
+def _legacy(versions: pd.Series) -> np.ndarray:
+    """Rows collected with the legacy power-law generator (TensorRT-LLM before LEGACY_BEFORE)."""
+    cut = _version_key(LEGACY_BEFORE)
+    return np.array([_version_key(str(v)) < cut for v in versions], bool)
+
+
 def _blocks(t: pd.DataFrame, system) -> dict:
-    """(kernel dtype, distribution) -> Block, for the precisions the catalog has a peak for."""
+    """(kernel dtype, distribution, legacy) -> Block, for the precisions the catalog has a peak for."""
     out = {}
-    for (dtype, dist), rows in t.groupby(["moe_dtype", "distribution"], sort=True):
+    t = t.assign(_legacy=_legacy(t["version"]) if "version" in t else False)
+    for (dtype, dist, legacy), rows in t.groupby(["moe_dtype", "distribution", "_legacy"], sort=True):
         weight_bytes, peak = FORMATS[DTYPES[dtype]]
         if np.isfinite(float(system[peak])):
             hw = dict(weight_bytes=weight_bytes, peak_flops_per_s=float(system[peak]),
                       memory_bandwidth_bytes_per_s=float(system["memory_bandwidth_bytes_per_s"]))
-            out[dtype, dist] = Block(rows, hw, dtype, dist)
+            out[dtype, dist, bool(legacy)] = Block(rows, hw, dtype, dist, bool(legacy))
     return out
 
 
-def _least_squares(blocks: list, free: list, unpack) -> np.ndarray:
+def _least_squares(blocks: list, free: list, unpack, start=None) -> np.ndarray:
     """Robust least squares on log(predicted/measured) over evenly spaced rows of `blocks`;
-    `free` lists (name, (start, lo, hi, scale)); `unpack(p) -> (layers, routing)`."""
+    `free` lists (name, (start, lo, hi, scale)); `unpack(p) -> (layers, routing)`; `start`
+    overrides the starts of `free`."""
     share = max(FIT_POINTS // len(blocks), 200)
     subs = [b if len(b.measured_s) <= share else
             b.take(np.unique(np.linspace(0, len(b.measured_s) - 1, share).round().astype(int))) for b in blocks]
@@ -133,17 +259,32 @@ def _least_squares(blocks: list, free: list, unpack) -> np.ndarray:
         layers, routing = unpack(p)
         return np.concatenate([np.log(b.predict(layers, routing) / b.measured_s) for b in subs])
 
-    start, lo, hi, scale = (np.array([s[i] for _, s in free]) for i in range(4))
-    p = least_squares(residual, start, bounds=(lo, hi), x_scale=scale, loss="soft_l1", f_scale=0.1,
-                      max_nfev=100, tr_solver="lsmr").x
+    first, lo, hi, scale = (np.array([s[i] for _, s in free]) for i in range(4))
+    first = first if start is None else np.asarray(start, float)
+    p = least_squares(residual, np.clip(first, lo, hi), bounds=(lo, hi), x_scale=scale, loss="soft_l1",
+                      f_scale=0.1, max_nfev=100, tr_solver="lsmr").x
     return np.where(p - lo < 1e-6 * scale, lo, p)  # a parameter the data push to its bound is the bound
 
 
 def _robust(blocks: list, free: list, unpack):
-    """Fit, leave out mis-tuned series, refit; parameters rounded to 3 significant digits."""
-    layers, routing = unpack(_least_squares(blocks, free, unpack))
+    """Fit, leave out mis-tuned series, refit (from the first fit); parameters rounded to 3
+    significant digits."""
+    p = _least_squares(blocks, free, unpack)
+    layers, routing = unpack(p)
     kept = [b.take(~b.mistuned(b.predict(layers, routing))) for b in blocks]
-    return unpack(round_sig(_least_squares([b for b in kept if len(b.measured_s)], free, unpack)))
+    return unpack(round_sig(_least_squares([b for b in kept if len(b.measured_s)], free, unpack, start=p)))
+
+
+def _free(dtype=None, dists=(), layers=None, routing=None) -> list:
+    """(name, (start, lo, hi, scale)) of the layer parameters of `dtype` (if given), then of the
+    routing parameters of `dists`; a parameter already fitted starts from its value (a refit:
+    deterministic, and fewer steps)."""
+    held = (layers or {}).get(dtype, {})
+    free = [(n, (held.get(n, s[0]),) + s[1:]) for n, s in LAYER.items()] if dtype else []
+    for d in dists:
+        now = (routing or {}).get(d)
+        free += [(f"{d}_{n}", (now[i] if now else s[0],) + s[1:]) for i, (n, s) in enumerate(ROUTING.items())]
+    return free
 
 
 def _unpacker(layers: dict, routing: dict, dtype=None, dists=()):
@@ -166,30 +307,38 @@ def fit(data: KernelData, gpu: str, framework: str = FRAMEWORK) -> list[Fit]:
         return []
     left_out = int(t["kernel_source"].isin(LEFT_OUT_SOURCES).sum())
     t = t[t["moe_dtype"].isin(DTYPES) & ~t["kernel_source"].isin(LEFT_OUT_SOURCES)]
-    blocks = _blocks(t, data.system(gpu))
-    dtypes = [d for d in DTYPES if any(k[0] == d for k in blocks)]
-    skewed = sorted({k[1] for k in blocks if k[1] != "balanced"})
-    rspec = [(f"{d}_{n}", s) for d in skewed for n, s in ROUTING.items()]
+    blocks = list(_blocks(t, data.system(gpu)).values())
+    dtypes = [d for d in DTYPES if any(b.dtype == d for b in blocks)]
+    skewed = sorted({b.dist for b in blocks if b.skewed})
     layers, routing = {}, {}
-    for dtype in dtypes:  # each precision on its balanced rows
-        if (dtype, "balanced") in blocks:
-            layers = _robust([blocks[dtype, "balanced"]], list(LAYER.items()), _unpacker(layers, {}, dtype))[0]
-    held = [b for b in blocks.values() if b.dist != "balanced" and b.dtype in layers]
-    if held:  # the routing, on the power-law rows of those precisions
-        routing = _robust(held, rspec, _unpacker(layers, {}, dists=skewed))[1]
-    for dtype in dtypes:  # precisions measured only under power-law routing (A100)
+    for dtype in dtypes:  # each precision on its rows of known load (balanced, legacy power-law)
+        known = [b for b in blocks if b.dtype == dtype and not b.skewed]
+        if known:
+            layers = _robust(known, _free(dtype), _unpacker(layers, {}, dtype))[0]
+    held = [b for b in blocks if b.skewed and b.dtype in layers]
+    if held:  # the routing on the power-law rows (layers held), each precision again on all its rows
+        #       (routing held), and the routing again
+        routing = _robust(held, _free(dists=skewed), _unpacker(layers, {}, dists=skewed))[1]
+        for dtype in list(layers):
+            mine = [b for b in blocks if b.dtype == dtype]
+            if any(b.skewed for b in mine):
+                layers = _robust(mine, _free(dtype, layers=layers), _unpacker(layers, routing, dtype))[0]
+        routing = _robust(held, _free(dists=skewed, routing=routing), _unpacker(layers, {}, dists=skewed))[1]
+    for dtype in dtypes:  # precisions measured only under power-law routing of the current generator
         if dtype not in layers:
-            own = [b for b in blocks.values() if b.dtype == dtype]
-            free, unpack = ((list(LAYER.items()), _unpacker(layers, routing, dtype)) if routing else
-                            (list(LAYER.items()) + rspec, _unpacker(layers, {}, dtype, skewed)))
-            layers, routing = _robust(own, free, unpack)
+            mine = [b for b in blocks if b.dtype == dtype]
+            if routing:
+                layers = _robust(mine, _free(dtype), _unpacker(layers, routing, dtype))[0]
+            else:
+                layers, routing = _robust(mine, _free(dtype, skewed), _unpacker(layers, {}, dtype, skewed))
     return _fits(gpu, blocks, dtypes, layers, routing, left_out)
 
 
 def _fits(gpu, blocks, dtypes, layers, routing, left_out) -> list[Fit]:
-    """A Fit per precision over its balanced rows (or, if it has none, its power-law rows), and a
-    routing Fit over the power-law rows of the precisions with balanced rows. Where no such rows
-    are left (A100), the routing parameters go into the precision's Fit, which was fitted with them."""
+    """A Fit per precision over its rows of known load (balanced; legacy power-law, replayed) or,
+    if it has none, its power-law rows; and a routing Fit over the power-law rows of the precisions
+    with rows of known load. Where there is no such routing Fit but a routing skew was fitted, the
+    routing parameters go into the precision's Fit, which was fitted with them."""
     def points(bs):
         preds = [b.predict(layers, routing) for b in bs]
         keeps = [~b.mistuned(p) for b, p in zip(bs, preds)]
@@ -198,19 +347,29 @@ def _fits(gpu, blocks, dtypes, layers, routing, left_out) -> list[Fit]:
                 sum(len(p) for p in preds))
 
     routing_params = {f"{d}_{n}": float(v) for d, r in sorted(routing.items()) for n, v in zip(ROUTING, r)}
-    balanced = {b.dtype for b in blocks.values() if b.dist == "balanced"}
-    held = [b for b in blocks.values() if b.dist != "balanced" and b.dtype in balanced]
+    known = {b.dtype for b in blocks if not b.skewed}
+    held = [b for b in blocks if b.skewed and b.dtype in known]
     fits = []
     for dtype in dtypes:
-        own = [b for b in blocks.values() if b.dtype == dtype and (b.dist == "balanced" or dtype not in balanced)]
+        own = [b for b in blocks if b.dtype == dtype and (not b.skewed or dtype not in known)]
         measured, predicted, total = points(own)
-        params, kind = dict(layers[dtype]), "balanced routing"
-        if dtype not in balanced:
-            kind = "measured only under power-law routing: layer parameters fitted there"
-            if not held:
-                params, kind = {**params, **routing_params}, kind + " jointly with the routing skew"
+        params, kinds = dict(layers[dtype]), []
+        if any(b.dist == "balanced" for b in own):
+            kinds.append("balanced routing")
+        if any(b.load is not None for b in own):
+            kinds.append(f"power-law rows of the legacy generator (TensorRT-LLM before {LEGACY_BEFORE}): the measured "
+                         f"GPU's load replayed from it ({LEGACY_DRAWS} draws per shape), no routing skew fitted")
+        if dtype not in known:
+            kinds.append("measured only under power-law routing: layer parameters fitted there")
+            if not held and routing_params:
+                params, kinds[-1] = {**params, **routing_params}, kinds[-1] + " jointly with the routing skew"
+        elif any(b.skewed and b.dtype == dtype for b in held):
+            kinds.append("layer parameters fitted on these and its power-law rows (routing skew held)")
+        if any(b.tile is not None for b in own):
+            kinds.append(f"TRTLLM-Gen kernel: compute on whole tiles of T*k/E_l tokens to the next power of two "
+                         f"({TILE_TOKENS[0]:g}-{TILE_TOKENS[1]:g}), the padding folded into the peak")
         fits.append(Fit(FAMILY, gpu, DTYPES[dtype], params, measured, predicted,
-                        _basis(kind, len(measured), total, left_out)))
+                        _basis("; ".join(kinds), len(measured), total, left_out)))
     if held:
         measured, predicted, total = points(held)
         fits.append(Fit(FAMILY, gpu, "all", routing_params, measured, predicted,

@@ -104,11 +104,16 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance) -> list:
     shape = {"num_tokens": s.tokens * s.ep, "local_tokens": s.tokens, "hidden_size": m.hidden, "inter_size": m.moe_ffn,
              "topk": m.top_k, "num_experts": m.experts, "tp_size": s.tp, "ep_size": s.ep, "gated": up,
              "weight_bytes": operand, "busiest_expert_ratio": imbalance, "spread": imbalance <= 1.0}
-    flops = 2.0 * s.tokens * m.top_k * m.mlp_mats * m.hidden * m.moe_ffn / s.tp
+    pairs = s.tokens * m.top_k  # (token, expert) pairs this GPU computes under balanced routing
+    flops = 2.0 * pairs * m.mlp_mats * m.hidden * m.moe_ffn / s.tp
+    # for roofline tables: every local expert's weights once, each pair's row permuted and unpermuted
+    # (read + write 16 bit each way), each own token read and written
+    nbytes = (m.experts / s.ep * m.mlp_mats * m.hidden * m.moe_ffn / s.tp * operand
+              + (8.0 * pairs + 4.0 * s.tokens) * m.hidden)
     return [
         Op("router", "gemm", "gemm", s.tokens, m.experts, m.hidden, weight=moe_share),
-        Op("experts", "gemm", "moe", low_precision=True, flops=flops, operand_bytes=operand, weight=moe_share,
-           moe=shape),
+        Op("experts", "gemm", "moe", low_precision=True, flops=flops, bytes=nbytes, operand_bytes=operand,
+           weight=moe_share, moe=shape),
         Op("shared_expert_up_gate", "gemm", "gemm", s.tokens, up * shared, m.hidden, operand_bytes=operand,
            low_precision=True, weight=moe_share),
         Op("shared_expert_down", "gemm", "gemm", s.tokens, m.hidden, shared, operand_bytes=operand,
@@ -234,6 +239,14 @@ def weighted(fn, op: Op, rates, cache: dict | None = None):
     if np.ndim(w) == 0 or len(w) == 0:
         out = fn(op, rates)
         return tuple(x * w for x in out) if isinstance(out, tuple) else out * w
+    out = _weighted_rows(fn, op, rates, cache, w)
+    if w.dtype.kind != "f":
+        return out
+    # in the weight's float type, so a row's sum does not depend on which other ops its block has
+    return tuple(x.astype(w.dtype, copy=False) for x in out) if isinstance(out, tuple) else out.astype(w.dtype, copy=False)
+
+
+def _weighted_rows(fn, op: Op, rates, cache, w):
     n = len(w)
     key = id(w)
     if cache is not None and key in cache and cache[key][0] is w:
@@ -243,9 +256,9 @@ def weighted(fn, op: Op, rates, cache: dict | None = None):
         sub_rates = rows_of(rates, live, n) if len(live) < SPARSE_ROWS_BELOW * n else None
         if cache is not None:
             cache[key] = (w, live, sub_rates)
-    if sub_rates is None:
+    if sub_rates is None:   # rows the op does not run on give 0, whatever fn says of them (0 x NaN)
         out = fn(op, rates)
-        return tuple(x * w for x in out) if isinstance(out, tuple) else out * w
+        return tuple(np.where(w > 0, x * w, 0.0) for x in out) if isinstance(out, tuple) else np.where(w > 0, out * w, 0.0)
     sub = fn(rows_of(op, live, n), sub_rates)
 
     def scatter(x):

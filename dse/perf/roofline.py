@@ -57,10 +57,10 @@ class _LazyParams(dict):
     def __missing__(self, key):
         hw, precision, family = self._args
         codes = np.asarray(precision)
-        if codes.ndim == 0 or (codes.size and np.all(codes == codes.flat[0])):
-            value = hw[gemm_column(key, NAMES[int(codes.flat[0]) if codes.size else 0], family)]
-        else:
-            value = np.choose(codes, [hw[gemm_column(key, f, family)] for f in NAMES])
+        present = np.unique(codes) if codes.ndim else [int(codes)]
+        value = hw[gemm_column(key, NAMES[int(present[0]) if len(present) else 0], family)]
+        for code in present[1:]:  # only the formats this block uses are read
+            value = np.where(codes == code, hw[gemm_column(key, NAMES[int(code)], family)], value)
         self[key] = value
         return value
 

@@ -111,14 +111,17 @@ def tp_comm(net, place, w, tp, layer, act_msg):
     parallelism 2 all-gathers + 2 reduce-scatters forward and 2 more all-gathers backward (the
     stored sharded GEMM inputs are gathered again for the weight gradients, Korthikanti Sec. 4.2.2);
     one of each per sub-block (a hybrid layer with a mixer or an MLP alone has one);
-    overlapped TP (ring exchange in tp chunks) never hides its first chunk. Also the all-gather."""
+    overlapped TP (ring exchange in tp chunks) never hides its first chunk, and only exists inside
+    the scale-up domain: Transformer Engine's comm-GEMM overlap (userbuffers) exchanges through
+    CUDA IPC over NVLink, so a TP group that spans domains runs its collectives exposed. Also the
+    all-gather."""
     sp = w["sp"]
     blocks = layer.blocks
     all_gather = _only_where(tp > 1, lambda: net.all_gather_s(tp, place.tp_in, act_msg))
     fwd = np.where(sp, blocks * (all_gather + _only_where(sp & (tp > 1), lambda: net.reduce_scatter_s(tp, place.tp_in, act_msg))),
                    _only_where(~sp & (tp > 1), lambda: blocks * net.all_reduce_s(tp, place.tp_in, act_msg)))
     bwd = fwd + np.where(sp, blocks * all_gather, 0.0)
-    overlap = w["tp_overlap"]
+    overlap = w["tp_overlap"] & (place.tp_in >= tp)
     fwd_exposed = np.where(overlap, np.maximum(fwd - layer.gemm_fwd, fwd / tp), fwd)
     bwd_exposed = np.where(overlap, np.maximum(bwd - 2 * layer.gemm_fwd, bwd / tp), bwd)
     return fwd_exposed, bwd_exposed, all_gather
@@ -164,12 +167,15 @@ def cp_comm(net, place, m, cp, tp, tokens, layer):
     must divide tp x cp), not overlapped; the backward repeats them."""
     kv_msg = tokens * (m.kv_dim + m.v_dim) / tp * M.ACT_BYTES
     ring = _only_where(cp > 1, lambda: m.attention_fraction * ring_steps(m, cp) * net.p2p_s(place.cp_stride, kv_msg))
+    ring = np.asarray(ring, dtype=np.result_type(layer.attn_fwd))   # a cp = 1 row: the same type alone or not
     fwd = np.where(cp > 1, np.maximum(ring - layer.attn_fwd, 0.0), 0.0)
     bwd = np.where(cp > 1, np.maximum(2 * ring - layer.attn_bwd, 0.0), 0.0)
     if m.mamba is not None or m.linear is not None:
         a2a = _only_where(cp > 1, lambda: net.all_to_all_s(cp, ranks_per_domain(cp, tp, place.domain),
                                                            recurrent_cp_bytes(m, tokens, tp)))
-        fwd, bwd = fwd + np.where(cp > 1, a2a, 0.0), bwd + np.where(cp > 1, a2a, 0.0)
+        recurrent = (cp > 1) & (m.mamba_fraction + m.linear_fraction > 0)   # a zero-byte all-to-all still pays latency
+        a2a = np.where(recurrent, a2a, 0.0).astype(np.result_type(fwd), copy=False)   # as if alone in the block
+        fwd, bwd = fwd + a2a, bwd + a2a
     return fwd, bwd
 
 
@@ -187,10 +193,17 @@ def memory_parts(m, w, tp, pp, dp, cp, ep, vp, b, microbatches, tokens):
     return weights, grads, optimizer, activations, dense_params, expert_params
 
 
+def expert_only(moe, seconds, like):
+    """An expert collective's time on MoE rows, 0 elsewhere (a zero-byte collective still pays its
+    latency), in the dense terms' float type: a row gets the same answer alone as in a mixed block."""
+    return np.where(moe, seconds, 0.0).astype(np.result_type(like), copy=False)
+
+
 def dp_comm(net, place, m, w, dp, cp, ep, microbatches, params, fwd_mb, bwd_mb, layers_per_stage):
     """Exposed data-parallel communication per step: all-reduce of gradients (ZeRO 0), reduce-scatter
     of gradients and all-gather of parameters (ZeRO 1-3, per micro-batch from ZeRO 2/3), hidden
-    behind the backward (gradients) or forward (parameters) except the last layer's bucket."""
+    behind the backward (gradients) or forward (parameters) except the last layer's bucket. Expert
+    collectives only on MoE rows (a dense row in a block with MoE rows sends no zero-byte collective)."""
     dense_params, expert_params = params
     zero, moe = w["zero"], m.is_moe
     n_dense, n_expert = dp * cp, dp / ep
@@ -199,11 +212,11 @@ def dp_comm(net, place, m, w, dp, cp, ep, microbatches, params, fwd_mb, bwd_mb, 
     d_in, e_in = place.dense_dp_in, place.expert_dp_in
     sharded = zero >= 1
     rs = _only_where(sharded, lambda: net.reduce_scatter_s(n_dense, d_in, grad_dense)
-                     + _only_where(moe, lambda: net.reduce_scatter_s(n_expert, e_in, grad_expert)))
+                     + _only_where(moe, lambda: expert_only(moe, net.reduce_scatter_s(n_expert, e_in, grad_expert), grad_dense)))
     ag = _only_where(sharded, lambda: net.all_gather_s(n_dense, d_in, param_dense)
-                     + _only_where(moe, lambda: net.all_gather_s(n_expert, e_in, param_expert)))
+                     + _only_where(moe, lambda: expert_only(moe, net.all_gather_s(n_expert, e_in, param_expert), grad_dense)))
     ar = _only_where(~sharded, lambda: net.all_reduce_s(n_dense, d_in, grad_dense)
-                     + _only_where(moe, lambda: net.all_reduce_s(n_expert, e_in, grad_expert)))
+                     + _only_where(moe, lambda: expert_only(moe, net.all_reduce_s(n_expert, e_in, grad_expert), grad_dense)))
     tail = 1.0 / np.maximum(layers_per_stage, 1)  # the last layer's bucket cannot hide
 
     def hidden_behind(comm, window):

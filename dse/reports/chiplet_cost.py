@@ -43,6 +43,7 @@ def build(report, quick: bool = False) -> None:
     key = list(zip(best["node"], best["compute_dies"], best["total_area_mm2"]))
     for c in ("die_yield", "die_cost_usd", "package_cost_usd", "hbm_cost_usd", "package_yield", "peak_bf16_flops_per_s"):
         best[c] = hw.loc[key, c].to_numpy()
+    best = best.copy()  # one block again after the columns added above
     best["mapping"] = best.apply(fmt_mapping, axis=1)
     best["run_days"] = best["step_time_s"] * JOB["train_tokens"] / best["tokens_per_step"] / 86400
     infeasible = hw[~hw["hw_fits"].astype(bool)].reset_index()[["node", "compute_dies", "total_area_mm2", "hw_infeasible_reason"]]

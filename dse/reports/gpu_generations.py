@@ -106,6 +106,12 @@ CLAIMS = [
 ]
 
 
+def _with(space: pd.DataFrame, **columns) -> pd.DataFrame:
+    """`space` with these constant columns set (one concat: the hardware has a few hundred columns)."""
+    return pd.concat([space.drop(columns=[c for c in columns if c in space]),
+                      pd.DataFrame(columns, index=space.index)], axis=1)
+
+
 def mapping_space(model: str, gpus: int, global_batch: int, quick: bool) -> pd.DataFrame:
     """tp, pp (with interleaving vp), ep, micro-batch and recompute for one job (ZeRO-1, SP with TP)."""
     from dse import catalog
@@ -160,12 +166,12 @@ def build(report, quick: bool = False) -> None:
                 for prec in (BEST_PRECISION[system], "fp8" if system != "a100-80gb" else "bf16")}
         runs |= {end + (fw,) for c in CLAIMS if c[2] == model for end, fw in ((c[3], c[5]), (c[4], c[5]))}
         for system, prec, fw in sorted(runs):
-            frames.append(space.assign(user_scenario=f"{system}|{prec}|{fw}", system=system, precision=prec,
-                                       framework=fw, user_kind="system", **dict(catalog_hw.loc[system])))
+            frames.append(_with(space, user_scenario=f"{system}|{prec}|{fw}", system=system, precision=prec,
+                                framework=fw, user_kind="system", **dict(catalog_hw.loc[system])))
         for target in ("gb200", "b200"):
             for i, sc in enumerate(scenarios(target)):
                 hw = {k: v for k, v in sc.items() if k not in ("step", "precision")}
-                frames.append(space.assign(user_scenario=f"{target}|step{i:02d}|{sc['step']}",
+                frames.append(_with(space, user_scenario=f"{target}|step{i:02d}|{sc['step']}",
                                            precision=sc["precision"], system="a100-80gb", framework="default",
                                            user_kind="step", **hw))
     frame = pd.concat(frames, ignore_index=True)

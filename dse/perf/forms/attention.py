@@ -22,21 +22,41 @@ Prefill (context) attention is a causal FlashAttention-style kernel. Its time is
   the RoPE of the 64-wide rope part and the latent-cache write (`mla_prefill_bytes_per_token`).
   `memory_efficiency` also absorbs what such a pass computes (FP8 quantisation of the cache).
 
-Decode (generation) attention reads each sequence's whole KV cache for one new token:
+Decode (generation) attention reads each sequence's whole KV cache for one new token. The kernels
+(TensorRT-LLM's XQA and masked-MHA; trtllm-gen on Blackwell) run one CTA per work item and split
+long KV over several CTAs when the items alone would leave SMs idle, so the time is that of waves
+of CTAs, overlapped with the HBM stream:
 
-    floor_s + (items_s**4 + memory_s**4 + compute_s**4) ** (1/4)
+    floor_s [+ head_floor_s] [+ split_s] + sqrt(latency_s**2 + sqrt(memory_s**4 + compute_s**4))
 
-- items_s = b * (kv_heads * group_item_s + heads * query_item_s) for the grouped kernel (2 to 32
-  query heads per KV head share one CTA and one KV read; MLA's heads all share its one latent KV
-  head), b * heads * head_item_s for per-head kernels (MHA, or groups too large to pack, where
-  each query head reads its KV head again).
-- memory_s = KV (and Q/O) bytes / (bandwidth * bandwidth_efficiency) * (1 + half_streams / streams),
-  streams = concurrent (sequence x KV head) work items: few streams cannot keep HBM busy (kernels
-  that split long sequences over several CTAs fit a small `half_streams`).
-- compute_s = 2 * b * h * kv_len * (qk_dim + v_dim) / (peak * efficiency_max), with the prefill's
+- Kernel choice. The grouped kernel gives one CTA to a (sequence, KV head) and its 2..32 query
+  heads (MLA: all heads of the one latent KV head, at most GROUP_TILE_HEADS per CTA). It runs where
+  it supports the shape and the (sequence x KV head x SPLIT_KEYS-key block) items reach
+  `decode_grouped_min_items` (TensorRT-LLM's XQA dispatch: a quarter of the SMs; 0 where the
+  grouped kernel always runs: FP8 caches, Blackwell, A100). Elsewhere (MHA, groups over 32, few
+  items) the per-head kernel gives each (sequence, query head) a CTA, and every query head reads
+  its KV head again: from L2 for all but the first, at `decode_reread_fraction` of an HBM read.
+- Splits. The grouped kernel splits a sequence's history into one part per SPLIT_KEYS
+  (`decode_split_keys`) keys, at most about sqrt(8 x that) (the final reduction must not
+  dominate), and fewer when the CTAs would exceed SPLIT_WAVES waves (`grouped_splits`, TensorRT-LLM's
+  multi-block heuristic). The splits span the whole history: under a sliding window only those
+  overlapping it hold keys, the others cost `decode_empty_split_s` each (GPU-wide, per SM). The
+  per-head kernel splits to give every SM a CTA, each at least PER_HEAD_SPLIT_ELEMENTS / head_dim
+  keys (`per_head_splits`). A split launch pays `decode_split_s` (`decode_head_split_s`) once:
+  the partial-result write and the reduction of the last CTA.
+- latency_s = waves * CTA time, waves = ceil(CTAs / `decode_sm_count`) (one CTA per SM at a time:
+  the steps along constant batch x KV-length diagonals), CTA time = `decode_cta_s` + keys per CTA
+  * `decode_key_s` + query heads per CTA * qk_dim / 128 * `decode_query_s` (grouped) or
+  `decode_head_cta_s` + keys per CTA * `decode_head_key_s` (per head).
+- memory_s = KV (with the per-head re-reads) and Q/O bytes / (bandwidth * bandwidth_efficiency).
+- compute_s = 2 * b * h * keys * (qk_dim + v_dim) / (peak * efficiency_max), with the prefill's
   MMA efficiency; it binds only for MLA, whose 128 heads share one latent KV.
-- The 4-norm is a smooth max: the limits overlap almost completely (kernels pipeline loads, MMAs
-  and per-item work), but not at the seams.
+- The norms are smooth maxima: loads and MMAs pipeline almost completely (4-norm), the per-CTA
+  latency chain and the stream only partly (2-norm).
+- Discrete parameters, chosen by the fit: `decode_sm_count` (effective CTA slots per wave, also
+  the SM count of the split heuristic: 132 fits Hopper), `decode_grouped_min_items` (0 or
+  decode_sm_count / 4) and, for MLA, `decode_split_keys` (128; 3000 for Blackwell's kernels; 0
+  for the A100 tables' one CTA per sequence).
 
 MLA (DeepSeek-V3: kv_lora_rank 512, q_lora_rank 1536, nope 128, rope 64, v 128) uses the same two
 forms: prefill runs as MHA with qk 192 / v 128 per head and writes the 576-element latent cache;
@@ -46,13 +66,14 @@ dims 576 (scores) and 512 (values).
 How the parameters carry over to an accelerator derived from technology (no kernel data):
 efficiency_max, memory_efficiency and bandwidth_efficiency are fractions of the catalog peak and
 bandwidth: carry them over unchanged. floor_s is a launch-and-drain latency: carry it over.
-q_tile_rows and window_extra_keys are kernel design choices: carry them over.
-tile_s and the item costs are GPU-wide seconds per work item (one CTA's time over the CTAs in
-flight): scale them by old/new SM count (and clock). half_streams is the work items needed to
-keep the memory system busy: scale it with the SM count. softmax_dim is the ratio of MMA to
-special-function (exponential) throughput in head-dimension units: carry it over for the same
-format, raise it when a format speeds up MMAs but not exponentials (FP8 fits about twice the BF16
-value).
+q_tile_rows, window_extra_keys, decode_split_keys and decode_grouped_min_items (as a fraction of
+decode_sm_count) are kernel design choices: carry them over; decode_sm_count is the SM count: set
+it to the new part's. tile_s is GPU-wide seconds per work item (one CTA's time over the CTAs in
+flight): scale it by old/new SM count (and clock), and so decode_empty_split_s. The other decode
+CTA, key, query and split costs are one CTA's (or one launch's) latencies: scale them by the clock
+only. decode_reread_fraction is an L2 to HBM cost ratio: carry it over. softmax_dim is the ratio of MMA to special-function (exponential)
+throughput in head-dimension units: carry it over for the same format, raise it when a format
+speeds up MMAs but not exponentials (FP8 fits about twice the BF16 value).
 """
 from __future__ import annotations
 
@@ -189,22 +210,44 @@ def decode_shape_terms(batch, kv_len, heads, kv_heads, qk_dim, v_dim, window, kv
     return t
 
 
-def decode_from_terms(t: dict, peak_flops_per_s, memory_bandwidth_bytes_per_s, efficiency_max, p: dict):
-    """`decode_time_s` from its `decode_shape_terms` and the `decode_*` parameters `p`."""
-    latency = t["waves_g"] * (p["decode_cta_s"] + t["keys_g"] * p["decode_key_s"] + t["group_dims"] * p["decode_query_s"]) \
+def decode_from_terms(t: dict, peak_flops_per_s, memory_bandwidth_bytes_per_s, efficiency_max, p: dict,
+                      gradient: bool = False):
+    """`decode_time_s` from its `decode_shape_terms` and the `decode_*` parameters `p`; with
+    `gradient` also {parameter: d seconds / d parameter} of the continuous parameters (for fits)."""
+    grouped = t["grouped"]
+    per_head = "waves_h" in t
+    lat_g = t["waves_g"] * (p["decode_cta_s"] + t["keys_g"] * p["decode_key_s"] + t["group_dims"] * p["decode_query_s"]) \
         + t["empty_g"] * p.get("decode_empty_split_s", 0.0)
     split_s = np.where(t["split_g"], p["decode_split_s"], 0.0)
     floor = p["decode_floor_s"]
     reads = 1.0
-    if "waves_h" in t:
-        g = t["grouped"]
-        latency = np.where(g, latency, t["waves_h"] * (p["decode_head_cta_s"] + t["keys_h"] * p["decode_head_key_s"]))
-        split_s = np.where(g, split_s, np.where(t["split_h"], p["decode_head_split_s"], 0.0))
-        floor = floor + np.where(g, 0.0, p["decode_head_floor_s"])
+    latency = lat_g
+    if per_head:
+        latency = np.where(grouped, lat_g, t["waves_h"] * (p["decode_head_cta_s"] + t["keys_h"] * p["decode_head_key_s"]))
+        split_s = np.where(grouped, split_s, np.where(t["split_h"], p["decode_head_split_s"], 0.0))
+        floor = floor + np.where(grouped, 0.0, p["decode_head_floor_s"])
         reads = 1.0 + t["rereads"] * p["decode_reread_fraction"]
-    memory = (t["kv_bytes"] * reads + t["act_bytes"]) / (memory_bandwidth_bytes_per_s * p["decode_bandwidth_efficiency"])
+    rate = memory_bandwidth_bytes_per_s * p["decode_bandwidth_efficiency"]
+    memory = (t["kv_bytes"] * reads + t["act_bytes"]) / rate
     compute = t["flops"] / (peak_flops_per_s * efficiency_max)
-    return floor + split_s + np.sqrt(latency ** 2 + np.sqrt(memory ** 4 + compute ** 4))   # smooth max (module docstring)
+    throughput = np.sqrt(memory ** 4 + compute ** 4)
+    overlap = np.sqrt(latency ** 2 + throughput)      # smooth max (module docstring)
+    seconds = floor + split_s + overlap
+    if not gradient:
+        return seconds
+    d_lat = latency / overlap
+    d_mem = memory ** 3 / (overlap * throughput)
+    g = grouped.astype(float) if per_head else 1.0
+    grad = {"decode_floor_s": np.ones_like(seconds), "decode_split_s": np.where(t["split_g"], g, 0.0),
+            "decode_cta_s": d_lat * t["waves_g"] * g, "decode_key_s": d_lat * t["waves_g"] * t["keys_g"] * g,
+            "decode_query_s": d_lat * t["waves_g"] * t["group_dims"] * g, "decode_empty_split_s": d_lat * t["empty_g"] * g,
+            "decode_bandwidth_efficiency": -d_mem * memory / p["decode_bandwidth_efficiency"]}
+    if per_head:
+        h = 1.0 - g
+        grad |= {"decode_head_floor_s": h, "decode_head_split_s": np.where(t["split_h"], h, 0.0),
+                 "decode_head_cta_s": d_lat * t["waves_h"] * h, "decode_head_key_s": d_lat * t["waves_h"] * t["keys_h"] * h,
+                 "decode_reread_fraction": d_mem * t["kv_bytes"] * t["rereads"] / rate}
+    return seconds, grad
 
 
 def decode_time_s(batch, kv_len, heads, kv_heads, qk_dim, v_dim, window, kv_head_bytes_per_token, grouped_ok,

@@ -86,9 +86,14 @@ def step_count(op, n):
 def bus_efficiency(n, message_bytes, efficiency_max, half_bytes, local_copy_fraction):
     """Achieved fraction of link bandwidth relative to the ring volume (busbw / B). Zero for an
     empty message (it moves nothing)."""
-    n = np.maximum(np.asarray(n, dtype=float), 2.0)  # a group of one moves nothing; avoid 0/0
-    m = np.asarray(message_bytes, dtype=float)
-    size = np.where(m > 0, 1.0 / (1.0 + (half_bytes / np.where(m > 0, m, 1.0)) ** SATURATION_EXPONENT), 0.0)
+    # a group of one moves nothing; avoid 0/0 (a Python float for a scalar n: an np.float64 would
+    # promote the caller's float32 arrays)
+    n = max(float(n), 2.0) if np.ndim(n) == 0 else np.maximum(n, 2.0)
+    m = np.asarray(message_bytes)
+    live = m > 0
+    size = 1.0 / (1.0 + np.sqrt(half_bytes / np.where(live, m, 1.0)))  # SATURATION_EXPONENT = 1/2
+    if not np.all(live):
+        size = np.where(live, size, 0.0)
     return efficiency_max * (n - 1.0) / (n - 1.0 + local_copy_fraction) * size
 
 

@@ -59,7 +59,7 @@ def gemm_compute_s(m, n, k, peak_flops_per_s, efficiency_max, tiles_per_wave, k_
     """Tensor-core seconds of one GEMM, or of a batched GEMM of `batch` independent (m x k) @ (k x n)
     products in one kernel (attention heads, grouped experts): their tiles share the waves. Tiles in
     waves, split-K when tiles are few, a k ramp."""
-    m, n, k = (np.asarray(x, float) for x in (m, n, k))
+    m, n, k = (np.asarray(x) for x in (m, n, k))  # the caller's float type (float32 in the model)
     tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N) * batch
     with np.errstate(divide="ignore", invalid="ignore"):
         room = np.where(tiles > 0, tiles_per_wave / tiles, 1.0)  # splits that would fill the GPU
@@ -71,7 +71,7 @@ def gemm_compute_s(m, n, k, peak_flops_per_s, efficiency_max, tiles_per_wave, k_
 
 def gemm_memory_s(m, n, k, bandwidth_bytes_per_s, memory_efficiency, operand_bytes, output_bytes=OUTPUT_BYTES):
     """HBM seconds of one GEMM's operands and output."""
-    m, n, k = (np.asarray(x, float) for x in (m, n, k))
+    m, n, k = (np.asarray(x) for x in (m, n, k))
     return ((m * k + k * n) * operand_bytes + m * n * output_bytes) / (bandwidth_bytes_per_s * memory_efficiency)
 
 
