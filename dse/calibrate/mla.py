@@ -6,6 +6,13 @@ One Fit per GPU and KV-cache precision ("bf16", "fp8"; the MLA math itself is bf
 both phases in one Fit (`prefill_*`, `decode_*`). `num_heads` in the tables is the heads on one GPU
 (128 / tp_size); a decode row attends from one new token to `step` cached tokens plus itself.
 
+Decode runs as the form's grouped kernel with one KV head (no per-head kernel, no gate); the fit
+chooses its split mode (`decode_split_keys`: XQA-like 128-key splits for Hopper's bf16 cache,
+coarse 3000-key splits for Blackwell and Hopper's FP8 cache, none for the A100 tables, whose SM80
+path runs one CTA per sequence at about 120 ns per key) and the effective SM count, refitting at a
+few SM counts per mode (the tables are small). The MLA tables pin the SM count only loosely
+(64-160): it trades off against the per-CTA costs.
+
 Not fitted: the `mla_*_module_perf` tables time the whole DeepSeek-V3 attention module (the q/kv
 LoRA down- and up-projections, the absorbed kv_b BMMs, RoPE, norms, o_proj and this kernel), for
 bf16, fp8-block and nvfp4 GEMMs. They are a composition of the gemm family's forms and this one;
@@ -29,9 +36,8 @@ PER_HEAD_ONLY = {"decode_head_floor_s", "decode_head_cta_s", "decode_head_key_s"
 DECODE_PARAMS = tuple(p for p in ATTENTION_DECODE_PARAMS if p[0] not in PER_HEAD_ONLY)
 # SM counts the decode fit tries for each split mode (the tables are small enough to refit).
 SM_REFIT = (64.0, 108.0, 160.0)
-# Whether and how finely the kernel splits long KV over several CTAs, chosen by the fit: Hopper's
-# MLA kernels split like XQA (128 keys), Blackwell's much more coarsely; the SM80 path of the A100
-# tables runs one CTA per sequence.
+# Whether and how finely the kernel splits long KV over several CTAs, chosen by the fit (module
+# docstring): like XQA (128 keys), much more coarsely, or not at all.
 SPLIT_MODES = ({"decode_split_keys": form.SPLIT_KEYS}, {"decode_split_keys": 3000.0},
                {"decode_split_keys": 0.0, "decode_split_s": 0.0})
 

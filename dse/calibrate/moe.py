@@ -35,10 +35,11 @@ What the tables measure, beyond the form:
   * TRTLLM-Gen tiles (mxfp4: the `moe_torch_flow` kernel of w4a8_mxfp4_mxfp8 on Blackwell). Its
     tile of tokens per expert is TensorRT-LLM's `calculate_tile_tokens_dim` on the local experts:
     the next power of two of T*k/E_l, within TILE_TOKENS; each touched expert computes
-    ceil(x/tile) whole tiles of its x = R/touched tokens, so the layer time steps where T*k/E_l
-    crosses a power of two. The fit folds that padding into the peak it gives the form (peak *
-    (x + HALF_TOKENS) / (ceil(x/tile)*tile), so the form's compute term is that of the padded
-    rows); a model using mxfp4's parameters must pad the same way.
+    whole tiles of its x = R/touched tokens, at least one tile and on average half a tile of
+    padding beyond (max(tile, x + tile/2) rows: continuous, so the least squares can step), and
+    the layer time steps where T*k/E_l crosses a power of two. The fit folds that padding into the
+    peak it gives the form (peak * (x + HALF_TOKENS) / max(tile, x + tile/2), so the form's
+    compute term is that of the padded rows); a model using mxfp4's parameters must pad the same way.
 
 Points left out, and why:
   * `moe_torch_flow_min_latency` (B200/GB200 nvfp4): TensorRT-LLM's alternative min-latency
@@ -206,8 +207,8 @@ class Block:
                                        skew.get("busiest_expert_ratio", 1.0))
             x = routed / form.experts_touched(routed, np.maximum(s["num_experts"] / s["ep_size"], 1.0),
                                               skew.get("spread", True), skew.get("active_expert_fraction", 1.0))
-            padded = np.where(np.isnan(self.tile), 1.0,
-                              (x + form.HALF_TOKENS) / (np.ceil(x / self.tile - 1e-9) * self.tile))
+            rows = np.maximum(self.tile, x + self.tile / 2.0)  # at least a tile, else half a tile of padding
+            padded = np.where(np.isnan(self.tile), 1.0, (x + form.HALF_TOKENS) / rows)
             hw = dict(hw, peak_flops_per_s=hw["peak_flops_per_s"] * padded)
         return moe_time_s(**self.shapes, **hw, **layer, **skew)
 
@@ -366,8 +367,9 @@ def _fits(gpu, blocks, dtypes, layers, routing, left_out) -> list[Fit]:
         elif any(b.skewed and b.dtype == dtype for b in held):
             kinds.append("layer parameters fitted on these and its power-law rows (routing skew held)")
         if any(b.tile is not None for b in own):
-            kinds.append(f"TRTLLM-Gen kernel: compute on whole tiles of T*k/E_l tokens to the next power of two "
-                         f"({TILE_TOKENS[0]:g}-{TILE_TOKENS[1]:g}), the padding folded into the peak")
+            kinds.append(f"TRTLLM-Gen kernel: each touched expert computes max(tile, x + tile/2) rows, tile = T*k/E_l "
+                         f"to the next power of two ({TILE_TOKENS[0]:g}-{TILE_TOKENS[1]:g}), the padding folded into "
+                         f"the peak")
         fits.append(Fit(FAMILY, gpu, DTYPES[dtype], params, measured, predicted,
                         _basis("; ".join(kinds), len(measured), total, left_out)))
     if held:

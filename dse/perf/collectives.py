@@ -141,7 +141,7 @@ class Network:
     links). Across scale-up domains the same shape applies on the scale-out network, its efficiency
     `scaleout_efficiency` and its half-saturation size scaled by bandwidth (a time carries over).
     Every call of a group of more than one rank pays the op's fixed floor (launch, synchronisation),
-    or `overhead_s` where given and not NaN (a serving engine's per-collective overhead)."""
+    plus `overhead_s` where given and not NaN (a serving engine's own per-collective overhead)."""
 
     def __init__(self, cols: dict, overhead_s=None):
         self.overhead = overhead_s
@@ -171,10 +171,10 @@ class Network:
 
     # -- collectives over a group of n ranks, g of them inside one scale-up domain ---------
     def _fixed(self, op):
-        """The op's fitted floor, or the given per-collective overhead where it is set (not NaN)."""
+        """The op's fitted floor, plus a serving engine's own per-collective overhead where set."""
         if self.overhead is None:
             return self.floor[op]
-        return np.where(np.isnan(self.overhead), self.floor[op], self.overhead)
+        return self.floor[op] + np.where(np.isnan(self.overhead), 0.0, self.overhead)
 
     def _plus_overhead(self, op, n, t):
         fixed = self._fixed(op)

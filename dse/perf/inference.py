@@ -20,8 +20,8 @@ enqueue and the small kernels the op inventory does not time one by one); the la
 LM head on one token per sequence.
 Decode reads the weights of the experts the step's tokens actually touch: with T routed tokens and
 top-k of E experts, E (1 - (1 - k/E)^T) distinct experts in expectation. Decode streams
-the KV cache at `decode_memory_efficiency`; every collective pays the engine's `collective_overhead_s`
-(framework preset) or, where the preset leaves it blank, the fitted NCCL floor of its op.
+the KV cache at `decode_memory_efficiency`; every collective pays the fitted NCCL floor of its op plus the engine's own
+`collective_overhead_s` (framework preset).
 `gqa_kv_sharing` (framework preset): the decode attention kernel reads each KV head once for all
 the query heads of its group; older kernels (TensorRT-LLM <= v0.6) once per query head.
 

@@ -55,8 +55,8 @@ of CTAs, overlapped with the HBM stream:
   latency chain and the stream only partly (2-norm).
 - Discrete parameters, chosen by the fit: `decode_sm_count` (effective CTA slots per wave, also
   the SM count of the split heuristic: 132 fits Hopper), `decode_grouped_min_items` (0 or
-  decode_sm_count / 4) and, for MLA, `decode_split_keys` (128; 3000 for Blackwell's kernels; 0
-  for the A100 tables' one CTA per sequence).
+  decode_sm_count / 4) and, for MLA, `decode_split_keys` (128; 3000 for Blackwell's and Hopper's
+  FP8-cache kernels; 0 for the A100 tables' one CTA per sequence).
 
 MLA (DeepSeek-V3: kv_lora_rank 512, q_lora_rank 1536, nope 128, rope 64, v 128) uses the same two
 forms: prefill runs as MHA with qk 192 / v 128 per head and writes the 576-element latent cache;

@@ -70,7 +70,7 @@ TOKEN_IO_BYTES = 4.0       # bf16 input read + bf16 output written, per token an
 def rank_skew(busiest_expert_ratio, num_experts, topk, ep_size):
     """Busiest EP rank's routed load over the mean rank load (1 for balanced routing)."""
     local = np.maximum(num_experts / ep_size, 1.0)
-    m = np.minimum(np.maximum(busiest_expert_ratio, 1.0), num_experts / topk)
+    m = np.minimum(np.maximum(busiest_expert_ratio, 1.0), num_experts / np.maximum(topk, 1.0))  # dense rows: finite
     return 1.0 + (m - 1.0) / local ** RANK_SKEW_EXPONENT
 
 
