@@ -128,16 +128,35 @@ def legacy_power_law_load(num_tokens: int, num_experts: int, topk: int, ep_size:
     for d in np.flatnonzero(counts.max(1) > T):  # an expert drawn more often than there are tokens
         c = by_rank[d].copy()
         c[[0, busiest[d]]] = c[[busiest[d], 0]]
-        c = c.ravel()
-        ranked = np.argsort(-c, kind="stable")
-        picks = np.repeat(ranked, c[ranked]).reshape(k, T).T  # each token's k draws
-        has = np.zeros((T, E), bool)
-        has[np.arange(T)[:, None], picks] = True
-        lacks = ~has
-        fill = lacks & (np.cumsum(lacks, axis=1) <= (k - has.sum(1))[:, None])  # top-k ties: lowest numbers
-        pairs = (has | fill)[:, :local].sum(0)
-        routed[d], touched[d] = float(pairs.sum()), float((pairs > 0).sum())
+        routed[d], touched[d] = _surplus_load(c.ravel(), T, k, local)
     return routed, touched
+
+
+def _surplus_load(counts: np.ndarray, T: int, k: int, local: int) -> tuple[float, float]:
+    """(pairs, distinct experts) on experts 0..local-1 when some expert holds more draws than there
+    are tokens: the draws, in descending count order, are dealt to the tokens column by column
+    (token t gets draws t, T+t, ...), so an expert's draws cover a cyclic run of tokens (all of them
+    if it has T or more), and a token short of k distinct experts takes, by top-k ties, the
+    lowest-numbered experts it lacks. Counted per stretch of tokens between runs' ends."""
+    ranked = np.argsort(-counts, kind="stable")
+    held = counts[ranked]
+    first = (np.cumsum(held) - held) % T
+    part = (held > 0) & (held < T)
+    lo, hi, who = first[part], first[part] + held[part], ranked[part]
+    wrap = hi > T  # a run past the last token continues at the first
+    lo, hi, who = (np.concatenate([lo, np.zeros(wrap.sum(), np.int64)]),
+                   np.concatenate([np.minimum(hi, T), hi[wrap] - T]), np.concatenate([who, who[wrap]]))
+    edges = np.unique(np.concatenate([[0, T], lo, hi]))
+    n = len(edges) - 1
+    runs = np.zeros((n + 1, len(counts)), np.int64)  # stretch x expert: +1 where a run starts, -1 past its end
+    np.add.at(runs, (np.searchsorted(edges, lo), who), 1)
+    np.add.at(runs, (np.searchsorted(edges, hi), who), -1)
+    has = (np.cumsum(runs, axis=0)[:n] > 0) | (counts >= T)[None, :]
+    lacks = ~has[:, :local]
+    short = k - has.sum(1)  # selections each stretch's tokens still need
+    got = has[:, :local] | (lacks & (np.cumsum(lacks, axis=1) <= short[:, None]))
+    width = np.diff(edges)
+    return float((width[:, None] * got).sum()), float(got[width > 0].any(0).sum())
 
 
 def time_at_load(shapes: dict, hw: dict, layer: dict, routed, touched) -> np.ndarray:

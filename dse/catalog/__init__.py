@@ -124,7 +124,9 @@ def efficiency_si() -> pd.DataFrame:
     from dse.catalog.fitted import fitted_columns
     # a generation carries over the fitted kernels of the system it names
     carried = fitted_columns().reindex(table["kernels_like"]).set_index(eff.index)
-    return pd.concat([eff.drop(columns=[c for c in carried.columns if c in eff]), carried], axis=1)
+    stated = [c for c in carried.columns if c in eff]  # a projection the file states beats a carried fit
+    carried[stated] = eff[stated].fillna(carried[stated])
+    return pd.concat([eff.drop(columns=stated), carried], axis=1)
 
 
 @lru_cache(maxsize=None)

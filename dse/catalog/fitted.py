@@ -51,8 +51,19 @@ def _each(param: str) -> list[str]:
     return [f"{op}_{param}" for op in _COLLECTIVES]
 
 
-# model column -> (family, precisions tried in order, fitted parameter names pooled by their median)
+def _attention_fraction(values) -> float:
+    """Fraction of the BF16 peak a long causal FlashAttention-class prefill reaches at head_dim 128:
+    the fitted MMA efficiency over the softmax's cost in extra head dimensions
+    (dse.perf.forms.attention: FLOPs x (qk + v + 2 softmax_dim) / (qk + v) at efficiency_max)."""
+    efficiency_max, softmax_dim = values
+    return efficiency_max * 256.0 / (256.0 + 2.0 * softmax_dim)
+
+
+# model column -> (family, precisions tried in order, fitted parameter names, and how their values
+# become the column: pooled by their median unless a function is given)
 FITTED = {
+    "attention_efficiency": ("attention", ("bf16",), ["prefill_efficiency_max", "prefill_softmax_dim"],
+                             _attention_fraction),
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
        for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},
@@ -68,13 +79,13 @@ def columns_from_fits(fits: pd.DataFrame) -> pd.DataFrame:
               zip(fits["system"], fits["family"], fits["precision"], fits["parameter"], fits["value"])}
     systems = sorted(set(fits["system"]))
     out = pd.DataFrame(index=pd.Index(systems, name="system"), columns=list(FITTED), dtype=float)
-    for column, (family, precisions, params) in FITTED.items():
+    for column, (family, precisions, params, *combine) in FITTED.items():
         for system in systems:
             for precision in precisions:
                 found = [values[(system, family, precision, p)] for p in params
                          if (system, family, precision, p) in values]
-                if found:
-                    out.loc[system, column] = float(np.median(found))
+                if len(found) == len(params) or (found and not combine):
+                    out.loc[system, column] = float(combine[0](found) if combine else np.median(found))
                     break
     return out
 

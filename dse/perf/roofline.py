@@ -53,14 +53,20 @@ class _LazyParams(dict):
     def __init__(self, hw, precision, family):
         super().__init__()
         self._args = (hw, precision, family)
+        codes = np.asarray(precision)
+        self._codes = codes
+        if codes.ndim == 0:
+            self._present = [int(codes)]
+        elif codes.size and np.all(codes == codes.flat[0]):
+            self._present = [int(codes.flat[0])]
+        else:
+            self._present = [int(c) for c in np.unique(codes)] or [0]
 
     def __missing__(self, key):
-        hw, precision, family = self._args
-        codes = np.asarray(precision)
-        present = np.unique(codes) if codes.ndim else [int(codes)]
-        value = hw[gemm_column(key, NAMES[int(present[0]) if len(present) else 0], family)]
-        for code in present[1:]:  # only the formats this block uses are read
-            value = np.where(codes == code, hw[gemm_column(key, NAMES[int(code)], family)], value)
+        hw, _, family = self._args
+        value = hw[gemm_column(key, NAMES[self._present[0]], family)]
+        for code in self._present[1:]:  # only the formats this block uses are read
+            value = np.where(self._codes == code, hw[gemm_column(key, NAMES[code], family)], value)
         self[key] = value
         return value
 
