@@ -55,8 +55,6 @@ Points left out, and why:
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
@@ -97,39 +95,47 @@ ROUTING = {
 }
 
 
-@lru_cache(maxsize=None)
-def legacy_power_law_load(num_tokens: int, num_experts: int, topk: int, ep_size: int, alpha: float,
-                          draws: int = LEGACY_DRAWS) -> tuple[np.ndarray, np.ndarray]:
-    """(routed pairs, distinct experts) on the measured GPU, one per draw, under AIConfigurator's
-    legacy `power_law_logits_v3` (see the module docstring); seeded by the shape, so deterministic.
-    Ties sort in expert order (a stable sort), and top-k fills a token's missing selections with
-    the lowest-numbered experts it does not have."""
-    T, E, k, ep = int(num_tokens), int(num_experts), int(topk), int(ep_size)
+def legacy_power_law_loads(num_tokens, num_experts: int, topk: int, ep_size: int, alpha: float,
+                           draws: int = LEGACY_DRAWS) -> tuple[np.ndarray, np.ndarray]:
+    """(routed pairs, distinct experts) on the measured GPU, shape (len(num_tokens), draws), under
+    AIConfigurator's legacy `power_law_logits_v3` (see the module docstring) for one layer shape
+    and each token count; seeded by the shape, so deterministic. Ties sort in expert order (a
+    stable sort), and top-k fills a token's missing selections with the lowest-numbered experts it
+    does not have."""
+    E, k, ep = int(num_experts), int(topk), int(ep_size)
+    tokens = np.asarray(num_tokens, np.int64)
+    T = np.repeat(tokens, draws)  # one row per (token count, draw)
     local = max(E // ep, 1)
-    rng = np.random.default_rng([T, E, k, ep, int(round(alpha * 1000))])
-    lo, hi = (1.0, 0.8 * T) if T * k > E else (0.01, 2.0)
+    rng = np.random.default_rng([E, k, ep, int(round(alpha * 1000))])
+    big = T * k > E
+    lo, hi = np.where(big, 1.0, 0.01)[:, None], np.where(big, 0.8 * T, 2.0)[:, None]
     a = 1.0 - alpha
-    shares = ((hi ** a - lo ** a) * rng.random((draws, E)) + lo ** a) ** (1.0 / a)
-    counts = np.round(shares / shares.sum(1, keepdims=True) * (T * k)).astype(np.int64)
+    shares = ((hi ** a - lo ** a) * rng.random((len(T), E)) + lo ** a) ** (1.0 / a)
+    counts = np.round(shares / shares.sum(1, keepdims=True) * (T * k)[:, None]).astype(np.int64)
     order = np.argsort(-counts, axis=1, kind="stable")
-    delta = T * k - counts.sum(1)
     rank = np.empty_like(order)  # each expert's place in that order
     np.put_along_axis(rank, order, np.broadcast_to(np.arange(E), order.shape), axis=1)
+    delta = T * k - counts.sum(1)
     more = np.maximum(delta, 0)  # missing selections: one each to the first experts in order, cycling
     counts += (more // E)[:, None] + (rank < (more % E)[:, None])
-    for d in np.flatnonzero(delta < 0):  # too many: one less each from the last, or the largest if empty
-        for i in range(-int(delta[d])):
-            e = order[d, -(i % E) - 1]
-            counts[d, e if counts[d, e] > 0 else int(np.argmax(counts[d]))] -= 1
-    by_rank = counts.reshape(draws, ep, local)
+    # too many: walking up from the last in order, one less from each expert that has any, and
+    # one less from the largest (first in expert order) for each that has none
+    less = np.maximum(-delta, 0)
+    empty = (counts == 0).sum(1)
+    from_top = np.minimum(less, empty)
+    counts -= (rank >= E - less[:, None]) & (counts > 0) & (rank < E - empty[:, None])
+    for step in range(int(from_top.max(initial=0))):
+        rows = np.flatnonzero(from_top > step)
+        counts[rows, np.argmax(counts[rows], axis=1)] -= 1
+    by_rank = counts.reshape(len(T), ep, local)
     busiest = np.argmax(by_rank.sum(2), axis=1)
-    mine = by_rank[np.arange(draws), busiest]  # the busiest rank's experts, moved onto the measured GPU
+    mine = by_rank[np.arange(len(T)), busiest]  # the busiest rank's experts, moved onto the measured GPU
     routed, touched = mine.sum(1).astype(float), (mine > 0).sum(1).astype(float)
     for d in np.flatnonzero(counts.max(1) > T):  # an expert drawn more often than there are tokens
         c = by_rank[d].copy()
         c[[0, busiest[d]]] = c[[busiest[d], 0]]
-        routed[d], touched[d] = _surplus_load(c.ravel(), T, k, local)
-    return routed, touched
+        routed[d], touched[d] = _surplus_load(c.ravel(), int(T[d]), k, local)
+    return routed.reshape(len(tokens), draws), touched.reshape(len(tokens), draws)
 
 
 def _surplus_load(counts: np.ndarray, T: int, k: int, local: int) -> tuple[float, float]:
@@ -147,16 +153,26 @@ def _surplus_load(counts: np.ndarray, T: int, k: int, local: int) -> tuple[float
     lo, hi, who = (np.concatenate([lo, np.zeros(wrap.sum(), np.int64)]),
                    np.concatenate([np.minimum(hi, T), hi[wrap] - T]), np.concatenate([who, who[wrap]]))
     edges = np.unique(np.concatenate([[0, T], lo, hi]))
-    n = len(edges) - 1
-    runs = np.zeros((n + 1, len(counts)), np.int64)  # stretch x expert: +1 where a run starts, -1 past its end
-    np.add.at(runs, (np.searchsorted(edges, lo), who), 1)
-    np.add.at(runs, (np.searchsorted(edges, hi), who), -1)
-    has = (np.cumsum(runs, axis=0)[:n] > 0) | (counts >= T)[None, :]
-    lacks = ~has[:, :local]
-    short = k - has.sum(1)  # selections each stretch's tokens still need
-    got = has[:, :local] | (lacks & (np.cumsum(lacks, axis=1) <= short[:, None]))
-    width = np.diff(edges)
-    return float((width[:, None] * got).sum()), float(got[width > 0].any(0).sum())
+    width, start, stop = np.diff(edges), np.searchsorted(edges, lo), np.searchsorted(edges, hi)
+    mine = who < local
+    full = counts >= T
+    distinct = np.cumsum(np.bincount(start, minlength=len(edges)) - np.bincount(stop, minlength=len(edges)))[:-1]
+    distinct0 = np.cumsum(np.bincount(start[mine], minlength=len(edges))
+                          - np.bincount(stop[mine], minlength=len(edges)))[:-1]
+    distinct, distinct0 = distinct + full.sum(), distinct0 + full[:local].sum()
+    fills = np.minimum(k - distinct, local - distinct0)  # top-k ties: the lowest numbers, 0..local-1 first
+    pairs = float((width * (distinct0 + fills)).sum())
+    if (counts[:local] > 0).all():
+        return pairs, float(local)
+    # which of the idle experts 0..local-1 the ties reach: the stretches' own experts, then the
+    # lowest-numbered they lack
+    runs = np.zeros((len(edges), local), np.int64)
+    np.add.at(runs, (start[mine], who[mine]), 1)
+    np.add.at(runs, (stop[mine], who[mine]), -1)
+    has = (np.cumsum(runs, axis=0)[:-1] > 0) | full[None, :local]
+    lacks = ~has
+    got = has | (lacks & (np.cumsum(lacks, axis=1) <= (k - distinct)[:, None]))
+    return pairs, float(got[width > 0].any(0).sum())
 
 
 def time_at_load(shapes: dict, hw: dict, layer: dict, routed, touched) -> np.ndarray:
@@ -207,10 +223,14 @@ class Block:
         self.load = None
         if legacy and dist != "balanced":
             alpha = float(dist.rsplit("_", 1)[1])
-            loads = [legacy_power_law_load(int(t), int(e), int(k), int(ep), alpha) for t, e, k, ep in
-                     zip(self.shapes["num_tokens"], self.shapes["num_experts"], self.shapes["topk"],
-                         self.shapes["ep_size"])]
-            self.load = (np.array([r for r, _ in loads]), np.array([c for _, c in loads]))
+            routed, touched = np.zeros((len(rows), LEGACY_DRAWS)), np.zeros((len(rows), LEGACY_DRAWS))
+            keys = rows[["num_experts", "topk", "moe_ep_size"]].to_numpy(np.int64)
+            for key in np.unique(keys, axis=0):  # one replay per layer shape, over its token counts
+                at = np.flatnonzero((keys == key).all(1))
+                tokens, which = np.unique(self.shapes["num_tokens"][at], return_inverse=True)
+                r, c = legacy_power_law_loads(tokens, *key, alpha)
+                routed[at], touched[at] = r[which], c[which]
+            self.load = (routed, touched)
         self.skewed = dist != "balanced" and self.load is None
 
     def predict(self, layers: dict, routing: dict) -> np.ndarray:
@@ -287,12 +307,15 @@ def _least_squares(blocks: list, free: list, unpack, start=None) -> np.ndarray:
 
 
 def _robust(blocks: list, free: list, unpack):
-    """Fit, leave out mis-tuned series, refit (from the first fit); parameters rounded to 3
-    significant digits."""
+    """Fit, leave out mis-tuned series and refit (from the first fit) if there are any; parameters
+    rounded to 3 significant digits."""
     p = _least_squares(blocks, free, unpack)
     layers, routing = unpack(p)
-    kept = [b.take(~b.mistuned(b.predict(layers, routing))) for b in blocks]
-    return unpack(round_sig(_least_squares([b for b in kept if len(b.measured_s)], free, unpack, start=p)))
+    off = [b.mistuned(b.predict(layers, routing)) for b in blocks]
+    if any(o.any() for o in off):
+        kept = [b.take(~o) for b, o in zip(blocks, off)]
+        p = _least_squares([b for b in kept if len(b.measured_s)], free, unpack, start=p)
+    return unpack(round_sig(p))
 
 
 def _free(dtype=None, dists=(), layers=None, routing=None) -> list:
