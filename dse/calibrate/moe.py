@@ -71,6 +71,7 @@ DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "
 LEFT_OUT_SOURCES = ("moe_torch_flow_min_latency",)
 MISTUNED_FACTOR = 1.5
 FIT_POINTS = 1500  # evenly spaced rows one least-squares problem sees (keeps the fit fast)
+MAX_STEPS = 100    # model evaluations of one least-squares problem from the fixed starts
 SERIES = ["moe_dtype", "kernel_source", "distribution", "hidden_size", "inter_size", "topk",
           "num_experts", "moe_tp_size", "moe_ep_size"]
 LEGACY_BEFORE = "1.3"   # TensorRT-LLM versions below this were collected with the legacy power-law generator
@@ -287,10 +288,10 @@ def _blocks(t: pd.DataFrame, system) -> dict:
     return out
 
 
-def _least_squares(blocks: list, free: list, unpack, start=None) -> np.ndarray:
+def _least_squares(blocks: list, free: list, unpack, start=None, steps=MAX_STEPS) -> np.ndarray:
     """Robust least squares on log(predicted/measured) over evenly spaced rows of `blocks`;
     `free` lists (name, (start, lo, hi, scale)); `unpack(p) -> (layers, routing)`; `start`
-    overrides the starts of `free`."""
+    overrides the starts of `free`; at most `steps` model evaluations."""
     share = max(FIT_POINTS // len(blocks), 200)
     subs = [b if len(b.measured_s) <= share else
             b.take(np.unique(np.linspace(0, len(b.measured_s) - 1, share).round().astype(int))) for b in blocks]
@@ -302,19 +303,20 @@ def _least_squares(blocks: list, free: list, unpack, start=None) -> np.ndarray:
     first, lo, hi, scale = (np.array([s[i] for _, s in free]) for i in range(4))
     first = first if start is None else np.asarray(start, float)
     p = least_squares(residual, np.clip(first, lo, hi), bounds=(lo, hi), x_scale=scale, loss="soft_l1",
-                      f_scale=0.1, max_nfev=100, tr_solver="lsmr").x
+                      f_scale=0.1, max_nfev=steps, tr_solver="lsmr").x
     return np.where(p - lo < 1e-6 * scale, lo, p)  # a parameter the data push to its bound is the bound
 
 
-def _robust(blocks: list, free: list, unpack):
+def _robust(blocks: list, free: list, unpack, steps=MAX_STEPS):
     """Fit, leave out mis-tuned series and refit (from the first fit) if there are any; parameters
-    rounded to 3 significant digits."""
-    p = _least_squares(blocks, free, unpack)
+    rounded to 3 significant digits. `steps`: model evaluations of the first fit (a refit from a
+    fit gets a third)."""
+    p = _least_squares(blocks, free, unpack, steps=steps)
     layers, routing = unpack(p)
     off = [b.mistuned(b.predict(layers, routing)) for b in blocks]
     if any(o.any() for o in off):
         kept = [b.take(~o) for b, o in zip(blocks, off)]
-        p = _least_squares([b for b in kept if len(b.measured_s)], free, unpack, start=p)
+        p = _least_squares([b for b in kept if len(b.measured_s)], free, unpack, start=p, steps=steps // 3)
     return unpack(round_sig(p))
 
 
@@ -365,8 +367,10 @@ def fit(data: KernelData, gpu: str, framework: str = FRAMEWORK) -> list[Fit]:
         for dtype in list(layers):
             mine = [b for b in blocks if b.dtype == dtype]
             if any(b.skewed for b in mine):
-                layers = _robust(mine, _free(dtype, layers=layers), _unpacker(layers, routing, dtype))[0]
-        routing = _robust(held, _free(dists=skewed, routing=routing), _unpacker(layers, {}, dists=skewed))[1]
+                layers = _robust(mine, _free(dtype, layers=layers), _unpacker(layers, routing, dtype),
+                                 MAX_STEPS // 3)[0]
+        routing = _robust(held, _free(dists=skewed, routing=routing), _unpacker(layers, {}, dists=skewed),
+                          MAX_STEPS // 3)[1]
     for dtype in dtypes:  # precisions measured only under power-law routing of the current generator
         if dtype not in layers:
             mine = [b for b in blocks if b.dtype == dtype]

@@ -112,10 +112,8 @@ def split_by_bound(ops, rates):
     for op in ops:
         if isinstance(op.weight, float) and op.weight == 0.0:
             continue
-        c, mem = L.weighted(R.op_compute_memory_s, op, rates, live_rows)   # both times the weight
-        t = np.maximum(c, mem)
-        tc = np.where(c >= mem, t, 0.0)
-        compute, memory = compute + tc, memory + (t - tc)
+        c, mem = L.weighted(R.op_time_split_s, op, rates, live_rows)   # both times the weight
+        compute, memory = compute + c, memory + mem
     return compute, memory
 
 

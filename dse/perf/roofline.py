@@ -184,16 +184,34 @@ def moe_backward_s(op, r: Rates):
 
 
 def op_time_s(op, r: Rates):
-    """Seconds of one op: a GEMM's fitted form (floor + quadrature), else the longer side."""
+    """Seconds of one op: a GEMM's fitted form (floor + quadrature), the MoE layer's, else the
+    longer side."""
+    return _time_and_bound(op, r)[0]
+
+
+def op_time_split_s(op, r: Rates):
+    """(compute-bound seconds, memory-bound seconds) of one op: its whole time on the side that
+    bounds it, the other zero (inference breakdowns)."""
+    t, bound = _time_and_bound(op, r)
+    return np.where(bound, t, 0.0), np.where(bound, 0.0, t)
+
+
+def _time_and_bound(op, r: Rates):
+    """(seconds, compute-bound?) of one op: the one place an op's time is formed."""
     if op.timing == "moe":
         fixed, streams, weights, compute = moe_parts(op, r)
-        return fixed + streams + np.maximum(weights, compute)
-    compute, memory = op_compute_memory_s(op, r)
-    if op.timing == "gemm":
-        p = r.gemm if op.low_precision else r.gemm_bf16
-        live = op.m * op.n * op.k * op.count > 0
-        return np.where(live, p.floor_s + np.hypot(compute, memory), 0.0)
-    return np.maximum(compute, memory)
+        t = fixed + streams + np.maximum(weights, compute)
+        bound = compute >= weights
+    else:
+        compute, memory = op_compute_memory_s(op, r)
+        bound = compute >= memory
+        if op.timing == "gemm":
+            p = r.gemm if op.low_precision else r.gemm_bf16
+            live = op.m * op.n * op.k * op.count > 0
+            t = np.where(live, p.floor_s + np.hypot(compute, memory), 0.0)
+        else:
+            t = np.maximum(compute, memory)
+    return t, bound
 
 
 def op_flops_bytes(op):
