@@ -11,11 +11,6 @@ from dse.calibrate.tables import KernelData
 from dse.perf.forms import moe as form
 
 KERNELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernels"
-# Known misses of the issue's p90 target, kept visible rather than hidden (see dse/calibrate/moe.py):
-# A100's table comes from an older collector whose power-law routing at a handful of tokens puts
-# far more of them on the measured GPU than the skew form allows; B200 sits at the edge (25-26%).
-P90_MISSES = {"a100_sxm": "older power-law generator (TensorRT-LLM 1.0 collection)",
-              "b200_sxm": "p90 at 25-26%: nvfp4 and mxfp4 tactic spread"}
 SHAPE = dict(hidden_size=7168.0, inter_size=2048.0, topk=8.0, num_experts=256.0, tp_size=1.0)
 
 
@@ -37,8 +32,8 @@ def _hw(data, gpu, precision):
 
 
 def _routing_params(by):
-    """The routing skew of a GPU: its "all" Fit, or (no balanced rows, A100) its one precision's."""
-    return by["all"].params if "all" in by else by["bf16"].params
+    """The routing skew of a GPU: its "all" Fit (A100's legacy power-law rows fit none)."""
+    return by["all"].params
 
 
 def _routing(by, dist):
@@ -52,14 +47,12 @@ def _pooled(by):
 
 
 @pytest.mark.parametrize("gpu", ["a100_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm"])
-def test_error_targets_per_gpu(fits, gpu, request):
+def test_error_targets_per_gpu(fits, gpu):
     if gpu not in fits:
         pytest.skip(f"no {gpu} folder")
     pooled = _pooled(fits[gpu])
     assert pooled["points"] > 5000
     assert pooled["median_abs_error_pct"] <= 10.0, pooled
-    if gpu in P90_MISSES:
-        request.applymarker(pytest.mark.xfail(reason=P90_MISSES[gpu], strict=False))
     assert pooled["p90_abs_error_pct"] <= 25.0, pooled
 
 
@@ -70,8 +63,12 @@ def test_precisions_mapped_and_skipped(fits):
         for f in by.values():
             assert f.family == "moe" and f.gpu == gpu and f.points > 1000, (gpu, f.precision)
     assert {"bf16", "fp8", "fp8-block", "nvfp4", "mxfp4", "all"} <= set(fits["b200_sxm"])
-    # A100 is measured only under power-law routing: its bf16 Fit carries the routing skew too
-    assert set(fits["a100_sxm"]) == {"bf16"} and "power_law_1.2_busiest_expert_ratio" in fits["a100_sxm"]["bf16"].params
+    # A100 is measured only under the legacy power-law generator: its bf16 Fit holds those rows at
+    # the replayed load, and no routing skew is fitted from them
+    a100 = fits["a100_sxm"]
+    assert set(a100) == {"bf16"} and set(a100["bf16"].params) == set(form.LAYER_PARAMS)
+    assert "legacy generator" in a100["bf16"].basis and a100["bf16"].points == 8940
+    assert "TRTLLM-Gen" in fits["b200_sxm"]["mxfp4"].basis
 
 
 def test_parameters_are_physical_and_rounded(fits):
@@ -94,6 +91,8 @@ def test_parameters_are_physical_and_rounded(fits):
 def test_heavier_routing_skew_is_not_faster(data, fits):
     # power_law_1.2 skews harder than power_law_1.01: its busiest expert must not come out lighter
     for gpu, by in fits.items():
+        if "all" not in by:
+            continue
         r = _routing_params(by)
         assert r["power_law_1.2_busiest_expert_ratio"] >= r["power_law_1.01_busiest_expert_ratio"], (gpu, r)
         params = by["bf16"].params
@@ -150,6 +149,72 @@ def test_stored_predictions_reproduce_from_rounded_params(data, fits):
     np.testing.assert_array_equal(again, by["fp8-block"].predicted_s)
 
 
-def test_fit_is_deterministic(data, fits):
-    again = {f.precision: f.params for f in moe.fit(data, "h200_sxm")}
-    assert again == {p: f.params for p, f in fits["h200_sxm"].items()}
+@pytest.mark.parametrize("gpu", ["h200_sxm", "a100_sxm"])
+def test_fit_is_deterministic(data, fits, gpu):
+    again = {f.precision: (f.params, f.predicted_s.tolist()) for f in moe.fit(data, gpu)}
+    assert again == {p: (f.params, f.predicted_s.tolist()) for p, f in fits[gpu].items()}
+
+
+def _dealt(counts, T, k, local):
+    """Brute force of the legacy collector's dealing: draws in descending count order dealt to the
+    tokens column by column, a token short of k distinct experts topped up with the lowest-numbered
+    ones it lacks; (pairs, distinct experts) on experts 0..local-1."""
+    E = len(counts)
+    ranked = np.argsort(-counts, kind="stable")
+    picks = np.repeat(ranked, counts[ranked]).reshape(k, T).T
+    has = np.zeros((T, E), bool)
+    has[np.arange(T)[:, None], picks] = True
+    lacks = ~has
+    got = (has | (lacks & (np.cumsum(lacks, 1) <= (k - has.sum(1))[:, None])))[:, :local].sum(0)
+    return float(got.sum()), float((got > 0).sum())
+
+
+def test_legacy_generator_replay():
+    # a single token's k selections go to consecutive experts, all on the busiest rank while it
+    # holds k experts or more: the measured GPU computes all of them at any such ep
+    for ep, local in ((1, 128), (8, 16), (16, 8), (32, 4), (128, 1)):
+        routed, touched = moe.legacy_power_law_loads([1], 128, 8, ep, 1.2)
+        assert np.median(routed) == min(8, local) and np.all(touched <= min(8, local)), (ep, routed)
+    # balanced routing would put k*T/ep there; the legacy draws' busiest rank is never lighter
+    routed, _ = moe.legacy_power_law_loads([2, 64, 4096], 256, 8, 8, 1.01)
+    assert np.all(routed >= np.array([2, 64, 4096])[:, None] * 8 / 8)
+    # every draw deals exactly T*k selections, seeded by the shape: the same numbers every time
+    again = moe.legacy_power_law_loads([2, 64, 4096], 256, 8, 8, 1.01)[0]
+    np.testing.assert_array_equal(routed, again)
+    full = moe.legacy_power_law_loads([512], 8, 2, 1, 1.2)[0]
+    np.testing.assert_array_equal(full, 1024.0)
+    # an expert with more draws than tokens: the run-based count equals dealing token by token
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        E, k, T, local = int(rng.choice([8, 16])), int(rng.choice([2, 4])), int(rng.integers(2, 200)), 4
+        w = rng.pareto(0.5, E) + 0.01
+        c = np.floor(w / w.sum() * T * k).astype(np.int64)
+        c[np.argmax(c)] += T * k - c.sum()
+        if c.max() > T:
+            assert moe._surplus_load(c, T, k, local) == _dealt(c, T, k, local)
+
+
+def test_time_at_load_is_the_form_at_its_own_load():
+    shapes = dict(num_tokens=np.array([1.0, 64.0, 4096.0]), hidden_size=np.full(3, 7168.0),
+                  inter_size=np.full(3, 2048.0), topk=np.full(3, 8.0), num_experts=np.full(3, 256.0),
+                  tp_size=np.full(3, 1.0), ep_size=np.array([8.0, 32.0, 1.0]), gated=np.full(3, 2.0))
+    hw = dict(weight_bytes=2.0, peak_flops_per_s=1e15, memory_bandwidth_bytes_per_s=3e12)
+    layer = dict(zip(form.LAYER_PARAMS, (3e-5, 0.7, 0.8, 12.0, 1e-7, 5e-8, 3e-10, 5e-7)))
+    for skew in ({}, dict(busiest_expert_ratio=12.0, active_expert_fraction=0.9, spread=False)):
+        local = shapes["num_experts"] / shapes["ep_size"]
+        routed = form.routed_pairs(shapes["num_tokens"], shapes["topk"], shapes["num_experts"], shapes["ep_size"],
+                                   skew.get("busiest_expert_ratio", 1.0))
+        touched = form.experts_touched(routed, local, skew.get("spread", True), skew.get("active_expert_fraction", 1.0))
+        np.testing.assert_allclose(moe.time_at_load(shapes, hw, layer, routed[:, None], touched[:, None]),
+                                   form.moe_time_s(**shapes, **hw, **layer, **skew), rtol=1e-12)
+
+
+def test_trtllm_gen_tiles_and_their_steps(fits):
+    # T*k/E_l to the next power of two, 8..256 (TensorRT-LLM's tile of tokens per expert)
+    np.testing.assert_array_equal(moe.tile_tokens([1, 48, 80, 96, 160, 192, 65536], 6, 8),
+                                  [8, 64, 64, 128, 128, 256, 256])
+    # mxfp4's steps with token count are modelled: its own error is well below the 56 % p90 of a
+    # form without them, and within the issue's median target where the kernel is consistent
+    for gpu in ("b200_sxm", "gb200", "b300_sxm", "gb300"):
+        errors = fits[gpu]["mxfp4"].errors_pct()
+        assert np.percentile(errors, 90) < 45 and np.median(errors) < 20, gpu

@@ -2,56 +2,49 @@
 
 Data: `<gpu>/moe/trtllm/*/moe_perf.parquet`, TensorRT-LLM's whole MoE layer on one GPU. Its
 `num_tokens` is the batch of the whole EP group: the collector feeds every token to the GPU and
-keeps its local experts' work, and AIConfigurator multiplies the per-rank batch by the attention
-DP size before looking a layer up. Routing is `balanced` (tokens spread evenly over the experts)
-or `power_law_<alpha>` (expert loads drawn from a power law, the busiest EP rank's experts on the
-measured GPU, latency averaged over 5 draws).
+keeps its local experts' work (AIConfigurator multiplies the per-rank batch by the attention DP
+size). Routing is `balanced` (tokens spread evenly over the experts) or `power_law_<alpha>`
+(expert loads drawn from a power law, the busiest EP rank on the measured GPU, 5 draws timed).
 
 Fits, per GPU:
-  * one per precision: the layer parameters of the form (floor_s, efficiency_max,
-    memory_efficiency, routed_bytes_per_element, expert_overhead_s, local_expert_overhead_s,
-    routing_s_per_selection, routing_step_s), first on the precision's rows whose load on the
-    measured GPU is known without the routing skew (balanced rows, and legacy power-law rows, see
-    below), then again on all its rows with the routing skew held;
+  * one per precision: the layer parameters of the form (LAYER_PARAMS), first on its rows whose
+    load on the measured GPU needs no routing skew (balanced rows; legacy power-law rows, below),
+    then again on all its rows, the routing skew held. Its Fit holds the first kind of rows.
   * one routing fit (precision "all") on the power-law rows of every precision, the layer
     parameters held: per distribution `<dist>_busiest_expert_ratio` (busiest expert's load over
     the mean) and `<dist>_active_expert_fraction` (share of a rank's experts that get traffic).
-    Each precision's Fit holds its balanced (and legacy) rows, the routing Fit the power-law rows.
 Kernel dtypes map to dse precisions: bfloat16 bf16, fp8 fp8, fp8_block fp8-block, nvfp4 nvfp4,
 w4a8_mxfp4_mxfp8 mxfp4 (FP4 peak); weight-only formats (w4a16_mxfp4, int4) are not fitted.
 Non-gated kernels (ReLU^2, `..._nongated`) share their precision's fit with one GEMM fewer.
 
-What the tables measure, beyond the form:
-  * legacy power-law rows (TensorRT-LLM before 1.3: A100's 1.0.0 collection). AIConfigurator's
-    generator of that time (`power_law_logits_v3` before its 2026 rewrite) rounds the drawn expert
-    shares to integer counts, gives the missing selections one each to the first experts in sort
-    order (below ~E/k tokens nearly all of them: consecutive experts, so a handful of tokens puts
-    all k selections of each on one EP rank), does not cap an expert at one selection per token
-    (the surplus of an over-full expert goes, by top-k ties, to the lowest-numbered experts: the
-    measured rank's), and moves the busiest rank onto the measured GPU. That is not a routing
-    skew the form describes, so the measured GPU's load (pairs R and distinct experts touched) is
-    replayed from that generator (LEGACY_DRAWS draws per shape, fixed seeds) and the layer
-    parameters are fitted at that load; such a GPU gets no routing-skew parameters.
-  * TRTLLM-Gen tiles (mxfp4: the `moe_torch_flow` kernel of w4a8_mxfp4_mxfp8 on Blackwell). Its
-    tile of tokens per expert is TensorRT-LLM's `calculate_tile_tokens_dim` on the local experts:
-    the next power of two of T*k/E_l, within TILE_TOKENS; each touched expert computes
-    whole tiles of its x = R/touched tokens, at least one tile and on average half a tile of
-    padding beyond (max(tile, x + tile/2) rows: continuous, so the least squares can step), and
-    the layer time steps where T*k/E_l crosses a power of two. The fit folds that padding into the
-    peak it gives the form (peak * (x + HALF_TOKENS) / max(tile, x + tile/2), so the form's
-    compute term is that of the padded rows); a model using mxfp4's parameters must pad the same way.
+What the tables measure beyond the form:
+  * legacy power-law rows (TensorRT-LLM before LEGACY_BEFORE: A100's 1.0.0 collection). The
+    collector's generator of then (`power_law_logits_v3` before its 2026 rewrite) rounds the drawn
+    shares to counts and hands the missing selections one each to the first experts in sort order
+    (below ~E/k tokens almost all: consecutive experts, so each of a handful of tokens has all k
+    on one EP rank), lets an expert get more draws than there are tokens (by top-k ties the
+    surplus goes to the lowest-numbered experts: the measured rank's), and moves the busiest rank
+    onto the measured GPU. No routing skew of the form describes that, so the measured GPU's load
+    (pairs R, experts touched) is replayed from the generator (LEGACY_DRAWS seeded draws per shape,
+    time averaged) and the layer parameters fitted at it; no routing skew is fitted from them.
+  * TRTLLM-Gen tiles (mxfp4: w4a8_mxfp4_mxfp8's `moe_torch_flow` kernel on Blackwell): the tile of
+    tokens per expert (calculate_tile_tokens_dim on the local experts) is T*k/E_l to the next power
+    of two, within TILE_TOKENS, and a touched expert computes whole tiles of its x = R/touched
+    tokens (max(tile, x + tile/2) rows: one tile, beyond it half a tile of padding on average;
+    continuous, so the least squares can step): the time steps where T*k/E_l crosses a power of
+    two. The padding is folded into the peak given to the form (peak * (x + HALF_TOKENS) / rows);
+    a model using mxfp4's parameters must pad the same way.
 
 Points left out, and why:
   * `moe_torch_flow_min_latency` (B200/GB200 nvfp4): TensorRT-LLM's alternative min-latency
     kernel; every shape it measures is also measured with the default CUTLASS kernel, which is
     the one fitted (one form per precision cannot describe two kernels).
-  * mis-tuned series: a layer configuration (shape, precision, kernel, routing, tp, ep) whose
-    median latency over its token counts is more than MISTUNED_FACTOR off the model fitted to
-    all series. The collector's tuned-tactic cache is keyed by (dtype, hidden, inter/tp,
-    experts/ep) only and matched by file-name prefix, so such configurations replay tactics tuned
-    for another model (whole series 1.5-5x slower than their neighbours with more work);
-    DeepGEMM (fp8-block on Blackwell), which has no such cache, has none. Each Fit's `basis`
-    states how many points were left out.
+  * mis-tuned series: a layer configuration (shape, precision, kernel, routing, tp, ep) whose median
+    latency over its token counts is more than MISTUNED_FACTOR off the model fitted to all series.
+    The collector's tuned-tactic cache is keyed by (dtype, hidden, inter/tp, experts/ep) only and
+    matched by file-name prefix, so such configurations replay tactics tuned for another model
+    (whole series 1.5-5x slower than neighbours with more work); DeepGEMM (fp8-block on
+    Blackwell), which has no such cache, has none. Each Fit's `basis` says how many were left out.
 """
 from __future__ import annotations
 
@@ -70,7 +63,7 @@ FRAMEWORK = "trtllm"
 DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "nvfp4", "w4a8_mxfp4_mxfp8": "mxfp4"}
 LEFT_OUT_SOURCES = ("moe_torch_flow_min_latency",)
 MISTUNED_FACTOR = 1.5
-FIT_POINTS = 1500  # evenly spaced rows one least-squares problem sees (keeps the fit fast)
+FIT_POINTS = 1000  # evenly spaced rows one least-squares problem sees (keeps the fit fast)
 MAX_STEPS = 100    # model evaluations of one least-squares problem from the fixed starts
 SERIES = ["moe_dtype", "kernel_source", "distribution", "hidden_size", "inter_size", "topk",
           "num_experts", "moe_tp_size", "moe_ep_size"]
@@ -79,38 +72,27 @@ LEGACY_DRAWS = 16       # draws of that generator averaged per shape (the collec
 TILED = {("w4a8_mxfp4_mxfp8", "moe_torch_flow")}  # (dtype, kernel) run by TRTLLM-Gen's token tiles
 TILE_TOKENS = (8.0, 256.0)  # smallest and largest TRTLLM-Gen tile of tokens per expert
 
-# (start, lower, upper, typical scale) of each parameter; fixed starts keep the fit deterministic
-LAYER = dict(zip(LAYER_PARAMS, (
-    (3e-5, 0.0, 1e-3, 1e-5),       # floor_s
-    (0.7, 0.02, 1.0, 0.1),         # efficiency_max
-    (0.8, 0.05, 1.0, 0.1),         # memory_efficiency
-    (12.0, 0.0, 200.0, 1.0),       # routed_bytes_per_element
-    (1e-7, 0.0, 1e-5, 1e-7),       # expert_overhead_s
-    (5e-8, 0.0, 1e-5, 1e-8),       # local_expert_overhead_s
-    (3e-10, 0.0, 1e-7, 1e-10),     # routing_s_per_selection
-    (5e-7, 0.0, 1e-5, 1e-7),       # routing_step_s
-)))
-ROUTING = {
-    "busiest_expert_ratio": (8.0, 1.0, 1e3, 1.0),
-    "active_expert_fraction": (0.9, 0.05, 1.0, 0.1),
-}
+# name -> (start, lower, upper, typical scale); fixed starts keep the fit deterministic
+LAYER = {"floor_s": (3e-5, 0.0, 1e-3, 1e-5), "efficiency_max": (0.7, 0.02, 1.0, 0.1),
+         "memory_efficiency": (0.8, 0.05, 1.0, 0.1), "routed_bytes_per_element": (12.0, 0.0, 200.0, 1.0),
+         "expert_overhead_s": (1e-7, 0.0, 1e-5, 1e-7), "local_expert_overhead_s": (5e-8, 0.0, 1e-5, 1e-8),
+         "routing_s_per_selection": (3e-10, 0.0, 1e-7, 1e-10), "routing_step_s": (5e-7, 0.0, 1e-5, 1e-7)}
+assert tuple(LAYER) == LAYER_PARAMS
+ROUTING = {"busiest_expert_ratio": (8.0, 1.0, 1e3, 1.0), "active_expert_fraction": (0.9, 0.05, 1.0, 0.1)}
 
 
 def legacy_power_law_loads(num_tokens, num_experts: int, topk: int, ep_size: int, alpha: float,
                            draws: int = LEGACY_DRAWS) -> tuple[np.ndarray, np.ndarray]:
-    """(routed pairs, distinct experts) on the measured GPU, shape (len(num_tokens), draws), under
-    AIConfigurator's legacy `power_law_logits_v3` (see the module docstring) for one layer shape
-    and each token count; seeded by the shape, so deterministic. Ties sort in expert order (a
-    stable sort), and top-k fills a token's missing selections with the lowest-numbered experts it
-    does not have."""
+    """(routed pairs, distinct experts) on the measured GPU under the legacy generator (module
+    docstring), shape (token counts, draws); seeded by the layer shape. Ties sort in expert order."""
     E, k, ep = int(num_experts), int(topk), int(ep_size)
     tokens = np.asarray(num_tokens, np.int64)
     T = np.repeat(tokens, draws)  # one row per (token count, draw)
     local = max(E // ep, 1)
-    rng = np.random.default_rng([E, k, ep, int(round(alpha * 1000))])
+    rng = np.random.default_rng([E, k, ep, round(alpha * 1000)])
     big = T * k > E
     lo, hi = np.where(big, 1.0, 0.01)[:, None], np.where(big, 0.8 * T, 2.0)[:, None]
-    a = 1.0 - alpha
+    a = 1.0 - alpha  # inverse CDF of the power law between lo and hi
     shares = ((hi ** a - lo ** a) * rng.random((len(T), E)) + lo ** a) ** (1.0 / a)
     counts = np.round(shares / shares.sum(1, keepdims=True) * (T * k)[:, None]).astype(np.int64)
     order = np.argsort(-counts, axis=1, kind="stable")
@@ -121,8 +103,7 @@ def legacy_power_law_loads(num_tokens, num_experts: int, topk: int, ep_size: int
     counts += (more // E)[:, None] + (rank < (more % E)[:, None])
     # too many: walking up from the last in order, one less from each expert that has any, and
     # one less from the largest (first in expert order) for each that has none
-    less = np.maximum(-delta, 0)
-    empty = (counts == 0).sum(1)
+    less, empty = np.maximum(-delta, 0), (counts == 0).sum(1)
     from_top = np.minimum(less, empty)
     counts -= (rank >= E - less[:, None]) & (counts > 0) & (rank < E - empty[:, None])
     for step in range(int(from_top.max(initial=0))):
@@ -140,13 +121,12 @@ def legacy_power_law_loads(num_tokens, num_experts: int, topk: int, ep_size: int
 
 
 def _surplus_load(counts: np.ndarray, T: int, k: int, local: int) -> tuple[float, float]:
-    """(pairs, distinct experts) on experts 0..local-1 when some expert holds more draws than there
-    are tokens: the draws, in descending count order, are dealt to the tokens column by column
-    (token t gets draws t, T+t, ...), so an expert's draws cover a cyclic run of tokens (all of them
-    if it has T or more), and a token short of k distinct experts takes, by top-k ties, the
-    lowest-numbered experts it lacks. Counted per stretch of tokens between runs' ends."""
+    """(pairs, distinct experts) on experts 0..local-1 when an expert has more draws than tokens:
+    draws in descending count order are dealt column-wise (token t gets draws t, T+t, ...), so an
+    expert covers a cyclic run of tokens (all if it has T or more); a token short of k distinct
+    experts takes, by top-k ties, the lowest-numbered it lacks. Counted per stretch between runs."""
     ranked = np.argsort(-counts, kind="stable")
-    held = counts[ranked]
+    held, full = counts[ranked], counts >= T
     first = (np.cumsum(held) - held) % T
     part = (held > 0) & (held < T)
     lo, hi, who = first[part], first[part] + held[part], ranked[part]
@@ -156,7 +136,6 @@ def _surplus_load(counts: np.ndarray, T: int, k: int, local: int) -> tuple[float
     edges = np.unique(np.concatenate([[0, T], lo, hi]))
     width, start, stop = np.diff(edges), np.searchsorted(edges, lo), np.searchsorted(edges, hi)
     mine = who < local
-    full = counts >= T
     distinct = np.cumsum(np.bincount(start, minlength=len(edges)) - np.bincount(stop, minlength=len(edges)))[:-1]
     distinct0 = np.cumsum(np.bincount(start[mine], minlength=len(edges))
                           - np.bincount(stop[mine], minlength=len(edges)))[:-1]
@@ -165,8 +144,7 @@ def _surplus_load(counts: np.ndarray, T: int, k: int, local: int) -> tuple[float
     pairs = float((width * (distinct0 + fills)).sum())
     if (counts[:local] > 0).all():
         return pairs, float(local)
-    # which of the idle experts 0..local-1 the ties reach: the stretches' own experts, then the
-    # lowest-numbered they lack
+    # which idle experts of 0..local-1 the ties reach: per stretch, the lowest-numbered it lacks
     runs = np.zeros((len(edges), local), np.int64)
     np.add.at(runs, (start[mine], who[mine]), 1)
     np.add.at(runs, (stop[mine], who[mine]), -1)
@@ -177,9 +155,8 @@ def _surplus_load(counts: np.ndarray, T: int, k: int, local: int) -> tuple[float
 
 
 def time_at_load(shapes: dict, hw: dict, layer: dict, routed, touched) -> np.ndarray:
-    """`moe_time_s` of the measured GPU at a known load: `routed` (token, expert) pairs on `touched`
-    distinct experts (2-D, one column per routing draw), the time averaged over the draws. The same
-    terms as dse.perf.forms.moe (a test holds the two equal at the form's own load)."""
+    """`moe_time_s` at a known load: `routed` pairs on `touched` experts, one column per routing
+    draw, averaged over the draws (the form's terms; a test holds them equal at its own load)."""
     s = {k: np.asarray(v, float)[:, None] for k, v in shapes.items()}
     local = np.maximum(s["num_experts"] / s["ep_size"], 1.0)
     inter_local, mats = s["inter_size"] / s["tp_size"], s["gated"] + 1.0
@@ -215,12 +192,11 @@ class Block:
                            tp_size=f("moe_tp_size"), ep_size=f("moe_ep_size"),
                            gated=np.where(rows["kernel_source"].str.contains("nongated").to_numpy(), 1.0, 2.0))
         self.measured_s = f("latency_s")
-        # which series (layer configuration over its token counts) each row belongs to
-        self.series = rows.groupby(SERIES, sort=False).ngroup().to_numpy()
-        tiled = np.array([(dtype, k) in TILED for k in rows["kernel_source"]], bool)
-        self.tile = (np.where(tiled, tile_tokens(self.shapes["num_tokens"], self.shapes["topk"],
-                                                 self.shapes["num_experts"] / self.shapes["ep_size"]), np.nan)
-                     if tiled.any() else None)
+        self.series = rows["_series"].to_numpy()  # layer configuration (SERIES) of each row
+        tiled = rows["kernel_source"].isin([k for d, k in TILED if d == dtype]).to_numpy()
+        s = self.shapes
+        self.tile = np.where(tiled, tile_tokens(s["num_tokens"], s["topk"], s["num_experts"] / s["ep_size"]),
+                             np.nan) if tiled.any() else None
         self.load = None
         if legacy and dist != "balanced":
             alpha = float(dist.rsplit("_", 1)[1])
@@ -228,38 +204,25 @@ class Block:
             keys = rows[["num_experts", "topk", "moe_ep_size"]].to_numpy(np.int64)
             for key in np.unique(keys, axis=0):  # one replay per layer shape, over its token counts
                 at = np.flatnonzero((keys == key).all(1))
-                tokens, which = np.unique(self.shapes["num_tokens"][at], return_inverse=True)
+                tokens, which = np.unique(s["num_tokens"][at], return_inverse=True)
                 r, c = legacy_power_law_loads(tokens, *key, alpha)
                 routed[at], touched[at] = r[which], c[which]
             self.load = (routed, touched)
         self.skewed = dist != "balanced" and self.load is None
 
     def predict(self, layers: dict, routing: dict) -> np.ndarray:
-        layer = layers[self.dtype]
         if self.load is not None:
-            return time_at_load(self.shapes, self.hw, layer, *self.load)
-        skew = {} if not self.skewed else dict(
-            busiest_expert_ratio=routing[self.dist][0], active_expert_fraction=routing[self.dist][1], spread=False)
-        hw = self.hw
-        if self.tile is not None:  # TRTLLM-Gen computes whole tiles: fold the padding into the peak
-            s = self.shapes
-            routed = form.routed_pairs(s["num_tokens"], s["topk"], s["num_experts"], s["ep_size"],
-                                       skew.get("busiest_expert_ratio", 1.0))
-            x = routed / form.experts_touched(routed, np.maximum(s["num_experts"] / s["ep_size"], 1.0),
-                                              skew.get("spread", True), skew.get("active_expert_fraction", 1.0))
-            rows = np.maximum(self.tile, x + self.tile / 2.0)  # at least a tile, else half a tile of padding
-            padded = np.where(np.isnan(self.tile), 1.0, (x + form.HALF_TOKENS) / rows)
-            hw = dict(hw, peak_flops_per_s=hw["peak_flops_per_s"] * padded)
-        return moe_time_s(**self.shapes, **hw, **layer, **skew)
+            return time_at_load(self.shapes, self.hw, layers[self.dtype], *self.load)
+        ratio, active = routing[self.dist] if self.skewed else (1.0, 1.0)
+        return _time(self.shapes, self.hw, layers[self.dtype], ratio, active, not self.skewed, self.tile)
 
     def take(self, rows) -> "Block":
         """The block restricted to a boolean mask or to positions."""
         out = object.__new__(Block)
-        out.hw, out.dtype, out.dist, out.skewed = self.hw, self.dtype, self.dist, self.skewed
-        out.shapes = {k: v[rows] for k, v in self.shapes.items()}
-        out.measured_s, out.series = self.measured_s[rows], self.series[rows]
-        out.tile = None if self.tile is None else self.tile[rows]
-        out.load = None if self.load is None else tuple(v[rows] for v in self.load)
+        out.__dict__.update(self.__dict__, shapes={k: v[rows] for k, v in self.shapes.items()},
+                            measured_s=self.measured_s[rows], series=self.series[rows],
+                            tile=None if self.tile is None else self.tile[rows],
+                            load=None if self.load is None else tuple(v[rows] for v in self.load))
         return out
 
     def mistuned(self, predicted: np.ndarray) -> np.ndarray:
@@ -269,16 +232,49 @@ class Block:
         return np.abs(median) > np.log(MISTUNED_FACTOR)
 
 
-def _legacy(versions: pd.Series) -> np.ndarray:
-    """Rows collected with the legacy power-law generator (TensorRT-LLM before LEGACY_BEFORE)."""
-    cut = _version_key(LEGACY_BEFORE)
-    return np.array([_version_key(str(v)) < cut for v in versions], bool)
+class _Stack:
+    """Blocks without a replayed load evaluated as one: one call of the form per evaluation, with
+    each row's layer and routing parameters (the least squares' inner loop)."""
+
+    def __init__(self, blocks: list):
+        self.parts, self.sizes = blocks, [len(b.measured_s) for b in blocks]
+        self.shapes = {k: np.concatenate([b.shapes[k] for b in blocks]) for k in blocks[0].shapes}
+        self.hw = {k: np.repeat([b.hw[k] for b in blocks], self.sizes) for k in blocks[0].hw}
+        self.measured_s = np.concatenate([b.measured_s for b in blocks])
+        tiles = [np.full(n, np.nan) if b.tile is None else b.tile for b, n in zip(blocks, self.sizes)]
+        self.tile = np.concatenate(tiles) if any(b.tile is not None for b in blocks) else None
+        self.spread = np.repeat([not b.skewed for b in blocks], self.sizes)
+
+    def predict(self, layers: dict, routing: dict) -> np.ndarray:
+        each = lambda values: values[0] if len(set(values)) == 1 else np.repeat(values, self.sizes)
+        skews = [routing[b.dist] if b.skewed else (1.0, 1.0) for b in self.parts]
+        return _time(self.shapes, self.hw, {n: each([layers[b.dtype][n] for b in self.parts]) for n in LAYER},
+                     each([r for r, _ in skews]), each([a for _, a in skews]), self.spread, self.tile)
+
+
+def _time(shapes: dict, hw: dict, layer: dict, ratio, active, spread, tile) -> np.ndarray:
+    """The form's time under the routing skew; rows with a TRTLLM-Gen `tile` (not NaN) get its padding."""
+    if tile is not None:
+        at = np.flatnonzero(~np.isnan(tile))
+        pick = lambda v: v[at] if np.ndim(v) else v
+        s = {k: v[at] for k, v in shapes.items()}
+        routed = form.routed_pairs(s["num_tokens"], s["topk"], s["num_experts"], s["ep_size"], pick(ratio))
+        x = routed / form.experts_touched(routed, np.maximum(s["num_experts"] / s["ep_size"], 1.0), pick(spread),
+                                          pick(active))
+        rows = np.maximum(tile[at], x + tile[at] / 2.0)  # at least a tile, else half a tile of padding
+        peak = np.broadcast_to(np.asarray(hw["peak_flops_per_s"], float), tile.shape).copy()
+        peak[at] *= (x + form.HALF_TOKENS) / rows
+        hw = dict(hw, peak_flops_per_s=peak)
+    return moe_time_s(**shapes, **hw, **layer, busiest_expert_ratio=ratio, active_expert_fraction=active,
+                      spread=spread)
 
 
 def _blocks(t: pd.DataFrame, system) -> dict:
     """(kernel dtype, distribution, legacy) -> Block, for the precisions the catalog has a peak for."""
-    out = {}
-    t = t.assign(_legacy=_legacy(t["version"]) if "version" in t else False)
+    out, cut = {}, _version_key(LEGACY_BEFORE)
+    versions = t["version"].astype(str) if "version" in t else pd.Series("", index=t.index)
+    t = t.assign(_legacy=versions.map({v: _version_key(v) < cut for v in versions.unique()}).to_numpy(bool),
+                 _series=t.groupby(SERIES, sort=False).ngroup().to_numpy())
     for (dtype, dist, legacy), rows in t.groupby(["moe_dtype", "distribution", "_legacy"], sort=True):
         weight_bytes, peak = FORMATS[DTYPES[dtype]]
         if np.isfinite(float(system[peak])):
@@ -289,12 +285,13 @@ def _blocks(t: pd.DataFrame, system) -> dict:
 
 
 def _least_squares(blocks: list, free: list, unpack, start=None, steps=MAX_STEPS) -> np.ndarray:
-    """Robust least squares on log(predicted/measured) over evenly spaced rows of `blocks`;
-    `free` lists (name, (start, lo, hi, scale)); `unpack(p) -> (layers, routing)`; `start`
-    overrides the starts of `free`; at most `steps` model evaluations."""
+    """Robust least squares on log(predicted/measured) over evenly spaced rows of `blocks`; `free`:
+    [(name, (start, lo, hi, scale))]; `unpack(p) -> (layers, routing)`; `start` overrides the starts."""
     share = max(FIT_POINTS // len(blocks), 200)
     subs = [b if len(b.measured_s) <= share else
             b.take(np.unique(np.linspace(0, len(b.measured_s) - 1, share).round().astype(int))) for b in blocks]
+    subs = [b for b in subs if b.load is not None] + ([_Stack([b for b in subs if b.load is None])]
+                                                       if any(b.load is None for b in subs) else [])
 
     def residual(p):
         layers, routing = unpack(p)
@@ -308,9 +305,8 @@ def _least_squares(blocks: list, free: list, unpack, start=None, steps=MAX_STEPS
 
 
 def _robust(blocks: list, free: list, unpack, steps=MAX_STEPS):
-    """Fit, leave out mis-tuned series and refit (from the first fit) if there are any; parameters
-    rounded to 3 significant digits. `steps`: model evaluations of the first fit (a refit from a
-    fit gets a third)."""
+    """Fit, leave out mis-tuned series and, if any, refit from there (a third of `steps`, the model
+    evaluations of the first fit); parameters rounded to 3 significant digits."""
     p = _least_squares(blocks, free, unpack, steps=steps)
     layers, routing = unpack(p)
     off = [b.mistuned(b.predict(layers, routing)) for b in blocks]
@@ -321,9 +317,8 @@ def _robust(blocks: list, free: list, unpack, steps=MAX_STEPS):
 
 
 def _free(dtype=None, dists=(), layers=None, routing=None) -> list:
-    """(name, (start, lo, hi, scale)) of the layer parameters of `dtype` (if given), then of the
-    routing parameters of `dists`; a parameter already fitted starts from its value (a refit:
-    deterministic, and fewer steps)."""
+    """(name, (start, lo, hi, scale)) of the layer parameters of `dtype` (if given), then the routing
+    parameters of `dists`; one already fitted starts from its value (a refit: fewer steps)."""
     held = (layers or {}).get(dtype, {})
     free = [(n, (held.get(n, s[0]),) + s[1:]) for n, s in LAYER.items()] if dtype else []
     for d in dists:
@@ -333,8 +328,7 @@ def _free(dtype=None, dists=(), layers=None, routing=None) -> list:
 
 
 def _unpacker(layers: dict, routing: dict, dtype=None, dists=()):
-    """p -> (layers, routing): the layer parameters of `dtype` (if given), then the routing
-    parameters of `dists`, on top of the parameters already held."""
+    """p -> (layers, routing): `dtype`'s layer parameters (if given), then those of `dists`, over the held ones."""
     n = len(LAYER) if dtype else 0
 
     def unpack(p):
@@ -356,13 +350,11 @@ def fit(data: KernelData, gpu: str, framework: str = FRAMEWORK) -> list[Fit]:
     dtypes = [d for d in DTYPES if any(b.dtype == d for b in blocks)]
     skewed = sorted({b.dist for b in blocks if b.skewed})
     layers, routing = {}, {}
-    for dtype in dtypes:  # each precision on its rows of known load (balanced, legacy power-law)
-        known = [b for b in blocks if b.dtype == dtype and not b.skewed]
-        if known:
-            layers = _robust(known, _free(dtype), _unpacker(layers, {}, dtype))[0]
+    for dtype in sorted({b.dtype for b in blocks if not b.skewed}):  # each precision on its rows of known load
+        layers = _robust([b for b in blocks if b.dtype == dtype and not b.skewed], _free(dtype),
+                         _unpacker(layers, {}, dtype))[0]
     held = [b for b in blocks if b.skewed and b.dtype in layers]
-    if held:  # the routing on the power-law rows (layers held), each precision again on all its rows
-        #       (routing held), and the routing again
+    if held:  # the routing (layers held), each precision on all its rows (routing held), the routing again
         routing = _robust(held, _free(dists=skewed), _unpacker(layers, {}, dists=skewed))[1]
         for dtype in list(layers):
             mine = [b for b in blocks if b.dtype == dtype]
@@ -371,21 +363,17 @@ def fit(data: KernelData, gpu: str, framework: str = FRAMEWORK) -> list[Fit]:
                                  MAX_STEPS // 3)[0]
         routing = _robust(held, _free(dists=skewed, routing=routing), _unpacker(layers, {}, dists=skewed),
                           MAX_STEPS // 3)[1]
-    for dtype in dtypes:  # precisions measured only under power-law routing of the current generator
-        if dtype not in layers:
-            mine = [b for b in blocks if b.dtype == dtype]
-            if routing:
-                layers = _robust(mine, _free(dtype), _unpacker(layers, routing, dtype))[0]
-            else:
-                layers, routing = _robust(mine, _free(dtype, skewed), _unpacker(layers, {}, dtype, skewed))
+    for dtype in [d for d in dtypes if d not in layers]:  # measured only under current power-law routing
+        mine, dists = [b for b in blocks if b.dtype == dtype], () if routing else skewed
+        layers, got = _robust(mine, _free(dtype, dists), _unpacker(layers, routing, dtype, dists))
+        routing = routing or got
     return _fits(gpu, blocks, dtypes, layers, routing, left_out)
 
 
 def _fits(gpu, blocks, dtypes, layers, routing, left_out) -> list[Fit]:
-    """A Fit per precision over its rows of known load (balanced; legacy power-law, replayed) or,
-    if it has none, its power-law rows; and a routing Fit over the power-law rows of the precisions
-    with rows of known load. Where there is no such routing Fit but a routing skew was fitted, the
-    routing parameters go into the precision's Fit, which was fitted with them."""
+    """A Fit per precision over its rows of known load (balanced; legacy power-law, replayed) or, if
+    none, its power-law rows; a routing Fit over the other precisions' power-law rows. Without that,
+    a fitted routing skew goes into the precision's Fit, fitted with it."""
     def points(bs):
         preds = [b.predict(layers, routing) for b in bs]
         keeps = [~b.mistuned(p) for b, p in zip(bs, preds)]
@@ -394,9 +382,8 @@ def _fits(gpu, blocks, dtypes, layers, routing, left_out) -> list[Fit]:
                 sum(len(p) for p in preds))
 
     routing_params = {f"{d}_{n}": float(v) for d, r in sorted(routing.items()) for n, v in zip(ROUTING, r)}
-    known = {b.dtype for b in blocks if not b.skewed}
+    known, fits = {b.dtype for b in blocks if not b.skewed}, []
     held = [b for b in blocks if b.skewed and b.dtype in known]
-    fits = []
     for dtype in dtypes:
         own = [b for b in blocks if b.dtype == dtype and (not b.skewed or dtype not in known)]
         measured, predicted, total = points(own)
@@ -413,20 +400,19 @@ def _fits(gpu, blocks, dtypes, layers, routing, left_out) -> list[Fit]:
         elif any(b.skewed and b.dtype == dtype for b in held):
             kinds.append("layer parameters fitted on these and its power-law rows (routing skew held)")
         if any(b.tile is not None for b in own):
-            kinds.append(f"TRTLLM-Gen kernel: each touched expert computes max(tile, x + tile/2) rows, tile = T*k/E_l "
-                         f"to the next power of two ({TILE_TOKENS[0]:g}-{TILE_TOKENS[1]:g}), the padding folded into "
-                         f"the peak")
+            kinds.append("TRTLLM-Gen kernel: a touched expert computes max(tile, x + tile/2) rows, tile = T*k/E_l to "
+                         "the next power of two (8-256), the padding folded into the peak")
         fits.append(Fit(FAMILY, gpu, DTYPES[dtype], params, measured, predicted,
                         _basis("; ".join(kinds), len(measured), total, left_out)))
     if held:
         measured, predicted, total = points(held)
-        fits.append(Fit(FAMILY, gpu, "all", routing_params, measured, predicted,
-                        _basis("power-law routing skew, each precision's layer parameters held", len(measured),
-                               total, left_out)))
+        kind = "power-law routing skew, each precision's layer parameters held"
+        fits.append(Fit(FAMILY, gpu, "all", routing_params, measured, predicted, _basis(kind, len(measured), total,
+                                                                                         left_out)))
     return fits
 
 
 def _basis(kind: str, kept: int, total: int, left_out: int) -> str:
-    return (f"{kind}; TensorRT-LLM moe_perf; {total - kept} of {total} points in mis-tuned series left out "
-            f"(median off the model by more than {MISTUNED_FACTOR}x)"
-            + (f"; {left_out} min-latency-kernel rows not fitted" if left_out else ""))
+    return (f"{kind}; TensorRT-LLM moe_perf; {total - kept} of {total} points in mis-tuned series left out (median "
+            f"off the model by more than {MISTUNED_FACTOR}x)" + (f"; {left_out} min-latency-kernel rows not fitted"
+                                                                  if left_out else ""))
