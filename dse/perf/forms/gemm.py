@@ -58,15 +58,16 @@ PARAMS = ("efficiency_max", "tiles_per_wave", "k_ramp", "split_k_min_depth", "fl
 def gemm_compute_s(m, n, k, peak_flops_per_s, efficiency_max, tiles_per_wave, k_ramp, split_k_min_depth, batch=1.0):
     """Tensor-core seconds of one GEMM, or of a batched GEMM of `batch` independent (m x k) @ (k x n)
     products in one kernel (attention heads, grouped experts): their tiles share the waves. Tiles in
-    waves, split-K when tiles are few, a k ramp."""
-    m, n, k = (np.asarray(x) for x in (m, n, k))  # the caller's float type (float32 in the model)
+    waves, split-K when tiles are few, a k ramp:
+        waves x tile time = max(tiles x splits, tiles_per_wave) x 2 TILE_M TILE_N (k / splits + k_ramp)
+                            / (peak x efficiency_max)
+    (one wave at least; a full wave of tile_per_wave tiles runs at efficiency_max of the peak)."""
     tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N) * batch
     with np.errstate(divide="ignore", invalid="ignore"):
-        room = np.where(tiles > 0, tiles_per_wave / tiles, 1.0)  # splits that would fill the GPU
-    splits = np.clip(k / split_k_min_depth, 1.0, np.maximum(room, 1.0))
-    waves = np.maximum(1.0, tiles * splits / tiles_per_wave)
-    tile_s = 2.0 * TILE_M * TILE_N * (k / splits + k_ramp) * tiles_per_wave / (peak_flops_per_s * efficiency_max)
-    return np.where(tiles * k > 0, waves * tile_s, 0.0)
+        splits = np.clip(k / split_k_min_depth, 1.0, np.maximum(tiles_per_wave / tiles, 1.0))
+        seconds = (np.maximum(tiles * splits, tiles_per_wave) * (k / splits + k_ramp)
+                   * (2.0 * TILE_M * TILE_N / (peak_flops_per_s * efficiency_max)))
+    return np.where(tiles * k > 0, seconds, 0.0)
 
 
 def gemm_memory_s(m, n, k, bandwidth_bytes_per_s, memory_efficiency, operand_bytes, output_bytes=OUTPUT_BYTES):
