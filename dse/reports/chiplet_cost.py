@@ -38,7 +38,7 @@ def build(report, quick: bool = False) -> None:
     frame = designs.merge(mapping, how="cross")
     out = dse.evaluate_training(frame).rename(columns={"user_total_area_mm2": "total_area_mm2"})
     best = best_rows(out, ["node", "compute_dies", "total_area_mm2"])
-    hw = dse.evaluate_hardware(designs).rename(columns={"user_total_area_mm2": "total_area_mm2"})
+    hw = dse.evaluate_hardware(designs).rename(columns={"user_total_area_mm2": "total_area_mm2"}).copy()
     hw = hw.set_index(["node", "compute_dies", "total_area_mm2"])
     key = list(zip(best["node"], best["compute_dies"], best["total_area_mm2"]))
     for c in ("die_yield", "die_cost_usd", "package_cost_usd", "hbm_cost_usd", "package_yield", "peak_bf16_flops_per_s"):
