@@ -89,3 +89,15 @@ def all_fits(kernels_dir):
     """Every family's fits on every GPU, computed once per test session."""
     from dse.calibrate.run import calibrate
     return calibrate(kernels_dir)
+
+
+@pytest.fixture(scope="session")
+def data(kernels_dir):
+    """The measured kernel tables (dse.calibrate.tables.KernelData)."""
+    from dse.calibrate.tables import KernelData
+    return KernelData(kernels_dir)
+
+
+def of(all_fits, family: str, gpu: str) -> list:
+    """The fits of one family on one GPU, from the session's `all_fits`."""
+    return [f for f in all_fits if f.family == family and f.gpu == gpu]

@@ -1,47 +1,19 @@
 """`dse calibrate` attention family: fits to the measured TensorRT-LLM attention kernels and the
 physics the fitted forms must keep (dse.perf.forms.attention)."""
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import of
 
-from dse.calibrate import FAMILIES, error_stats
+from dse.calibrate import attention
 
-KERNELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernels"
+
 GPUS = ["a100_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm"]
 
-@pytest.fixture(scope="module")
-def data():
-    if not KERNELS.is_dir():
-        pytest.skip("kernel data absent")
-    from dse.calibrate.tables import KernelData
-    return KernelData(KERNELS)
-
 
 @pytest.fixture(scope="module")
-def fits(data):
-    from dse.calibrate import attention
-    return {gpu: attention.fit(data, gpu) for gpu in GPUS}
-
-
-def _pooled(fits):
-    return error_stats("attention", "", np.concatenate([f.measured_s for f in fits]),
-                       np.concatenate([f.predicted_s for f in fits]))
-
-
-def test_registered():
-    assert FAMILIES["attention"] == "dse.calibrate.attention"
-
-
-@pytest.mark.parametrize("gpu", GPUS)
-def test_median_error_target(fits, gpu):
-    assert fits[gpu], gpu
-    assert _pooled(fits[gpu])["median_abs_error_pct"] <= 10.0
-
-
-@pytest.mark.parametrize("gpu", GPUS)
-def test_p90_error_target(fits, gpu):
-    assert _pooled(fits[gpu])["p90_abs_error_pct"] <= 25.0
+def fits(all_fits):
+    return {gpu: of(all_fits, "attention", gpu) for gpu in GPUS}
 
 
 def test_fit_shape(fits):
@@ -95,7 +67,6 @@ def test_grouped_splits_follow_tensorrt_llm():
 
 def test_predictions_reproduce_from_rounded_params(data, fits):
     """The stored predictions are the public forms evaluated with the rounded (catalog) values."""
-    from dse.calibrate import attention
     f = next(f for f in fits["h100_sxm"] if f.precision == "bf16")
     system = data.system("h100_sxm")
     ctx = attention.read_table(data, "h100_sxm", "attention", "context_attention_perf")
@@ -174,6 +145,5 @@ def test_small_batch_long_context_streams_the_cache(data, fits, gpu):
 
 
 def test_fit_is_deterministic(data, fits):
-    from dse.calibrate import attention
     again = attention.fit(data, "a100_sxm")
     assert [f.params for f in again] == [f.params for f in fits["a100_sxm"]]

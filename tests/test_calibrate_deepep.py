@@ -1,29 +1,20 @@
 """DeepEP dispatch/combine fits (dse.calibrate.deepep, dse.perf.forms.deepep) against the SGLang tables."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import of
 
 from dse.calibrate import deepep, error_stats
-from dse.calibrate.tables import KernelData
 from dse.perf.forms import deepep as form
 
-KERNELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernels"
 SUBOPS = [f"{m}_{d}" for m in form.MODES for d in form.DIRECTIONS]
 
 
 @pytest.fixture(scope="module")
-def data():
-    if not KERNELS.is_dir():
-        pytest.skip(f"no kernel data at {KERNELS}")
-    return KernelData(KERNELS)
-
-
-@pytest.fixture(scope="module")
-def fits(data):
-    out = {g: deepep.fit(data, g) for g in data.gpus}
+def fits(all_fits, data):
+    out = {g: of(all_fits, "deepep", g) for g in data.gpus}
     return {g: f for g, f in out.items() if f}
 
 

@@ -1,30 +1,21 @@
 """GEMM fits (dse.calibrate.gemm, dse.perf.forms.gemm) against the measured kernel tables."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import of
 
 from dse.calibrate import error_stats
 from dse.calibrate import gemm
-from dse.calibrate.tables import KernelData
 from dse.perf.forms import gemm as form
 
-KERNELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernels"
 LOW = ("fp8", "fp8-block", "nvfp4")
 
 
 @pytest.fixture(scope="module")
-def data():
-    if not KERNELS.is_dir():
-        pytest.skip(f"no kernel data at {KERNELS}")
-    return KernelData(KERNELS)
-
-
-@pytest.fixture(scope="module")
-def fits(data):
-    return {g: {f.precision: f for f in gemm.fit(data, g)} for g in data.gpus}
+def fits(all_fits, data):
+    return {g: {f.precision: f for f in of(all_fits, "gemm", g)} for g in data.gpus}
 
 
 def _rates(data, gpu, precision):

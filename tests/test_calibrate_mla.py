@@ -1,47 +1,18 @@
 """`dse calibrate` mla family: fits to the measured TensorRT-LLM DeepSeek-V3 MLA kernels and the
 physics the fitted forms must keep (mla_* in dse.perf.forms.attention)."""
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import of
 
-from dse.calibrate import FAMILIES, error_stats
 
-KERNELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernels"
+
 GPUS = ["a100_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm"]
 
-@pytest.fixture(scope="module")
-def data():
-    if not KERNELS.is_dir():
-        pytest.skip("kernel data absent")
-    from dse.calibrate.tables import KernelData
-    return KernelData(KERNELS)
-
 
 @pytest.fixture(scope="module")
-def fits(data):
-    from dse.calibrate import mla
-    return {gpu: mla.fit(data, gpu) for gpu in GPUS}
-
-
-def _pooled(found):
-    return error_stats("mla", "", np.concatenate([f.measured_s for f in found]),
-                       np.concatenate([f.predicted_s for f in found]))
-
-
-def test_registered():
-    assert FAMILIES["mla"] == "dse.calibrate.mla"
-
-
-@pytest.mark.parametrize("gpu", GPUS)
-def test_median_error_target(fits, gpu):
-    assert fits[gpu], gpu
-    assert _pooled(fits[gpu])["median_abs_error_pct"] <= 10.0
-
-
-@pytest.mark.parametrize("gpu", GPUS)
-def test_p90_error_target(fits, gpu):
-    assert _pooled(fits[gpu])["p90_abs_error_pct"] <= 25.0
+def fits(all_fits):
+    return {gpu: of(all_fits, "mla", gpu) for gpu in GPUS}
 
 
 def test_fit_shape_and_physical_parameters(fits):

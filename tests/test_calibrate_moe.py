@@ -1,29 +1,22 @@
 """MoE layer fits (dse.calibrate.moe, dse.perf.forms.moe) against the measured kernel tables."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import of
 
-from dse.calibrate import error_stats, moe
-from dse.calibrate.tables import KernelData
+from dse.calibrate import moe
+
+from dse.calibrate import error_stats
 from dse.perf.forms import moe as form
 
-KERNELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernels"
 SHAPE = dict(hidden_size=7168.0, inter_size=2048.0, topk=8.0, num_experts=256.0, tp_size=1.0)
 
 
 @pytest.fixture(scope="module")
-def data():
-    if not KERNELS.is_dir():
-        pytest.skip(f"no kernel data at {KERNELS}")
-    return KernelData(KERNELS)
-
-
-@pytest.fixture(scope="module")
-def fits(data):
-    return {g: {f.precision: f for f in moe.fit(data, g)} for g in data.gpus}
+def fits(all_fits, data):
+    return {g: {f.precision: f for f in of(all_fits, "moe", g)} for g in data.gpus}
 
 
 def _hw(data, gpu, precision):

@@ -1,31 +1,22 @@
 """Collective (NCCL, TensorRT-LLM custom all-reduce) fits against the measured kernel tables."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import of
 
 from dse.calibrate import error_stats
 from dse.calibrate import nccl
-from dse.calibrate.tables import KernelData
 from dse.perf.forms import collective as form
 
-KERNELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernels"
 SIZES = 2.0 ** np.arange(8, 31)  # 256 B .. 1 GiB
 GROUPS = np.array([2.0, 3.0, 4.0, 8.0, 16.0, 72.0])
 
 
 @pytest.fixture(scope="module")
-def data():
-    if not KERNELS.is_dir():
-        pytest.skip(f"no kernel data at {KERNELS}")
-    return KernelData(KERNELS)
-
-
-@pytest.fixture(scope="module")
-def fits(data):
-    return {g: nccl.fit(data, g) for g in data.gpus}
+def fits(all_fits, data):
+    return {g: of(all_fits, "nccl", g) for g in data.gpus}
 
 
 def _by_precision(fits_of_gpu):

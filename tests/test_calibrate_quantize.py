@@ -1,29 +1,20 @@
 """Quantization-kernel fits (dse.calibrate.quantize, dse.perf.forms.quantize) against measured tables."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import of
 
 from dse.calibrate import error_stats
 from dse.calibrate import quantize
-from dse.calibrate.tables import KernelData
 from dse.perf.forms import quantize as form
 
-KERNELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "kernels"
 
 
 @pytest.fixture(scope="module")
-def data():
-    if not KERNELS.is_dir():
-        pytest.skip(f"no kernel data at {KERNELS}")
-    return KernelData(KERNELS)
-
-
-@pytest.fixture(scope="module")
-def fits(data):
-    return {g: quantize.fit(data, g) for g in data.gpus}
+def fits(all_fits, data):
+    return {g: of(all_fits, "quantize", g) for g in data.gpus}
 
 
 def _merged(group):
