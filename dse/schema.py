@@ -90,20 +90,7 @@ def check_known(cols, where: str = "input") -> None:
 
 
 # ---- enumerations: value spellings (lower case) and vendor aliases -> integer codes ----------
-def _precisions():
-    """(names in code order, spelling -> code) of the number formats (dse/catalog/precisions.csv)."""
-    from dse.catalog import _read
-    table = _read("precisions.csv")
-    names = tuple(str(n) for n in table["name"])
-    spell = {}
-    for code, (name, more) in enumerate(zip(names, table["aliases"].fillna(""))):
-        for s in [name, *str(more).split(";")]:
-            if s.strip():
-                spell[s.strip().lower()] = code
-    return names, spell
-
-
-PRECISIONS, _PRECISION_ALIASES = _precisions()
+from dse.catalog.precision import NAMES as PRECISIONS, SPELLINGS as _PRECISION_ALIASES  # noqa: E402
 ENUMS = {
     "precision": PRECISIONS,
     "kv_precision": PRECISIONS,

@@ -98,6 +98,10 @@ def data(kernels_dir):
     return KernelData(kernels_dir)
 
 
+# the GPU folders of ../shared/data/kernels
+KERNEL_GPUS = ["a100_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm"]
+
+
 def of(all_fits, family: str, gpu: str) -> list:
     """The fits of one family on one GPU, from the session's `all_fits`."""
     return [f for f in all_fits if f.family == family and f.gpu == gpu]

@@ -3,12 +3,10 @@ physics the fitted forms must keep (dse.perf.forms.attention)."""
 
 import numpy as np
 import pytest
+from conftest import KERNEL_GPUS as GPUS
 from conftest import of
 
 from dse.calibrate import attention
-
-
-GPUS = ["a100_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm"]
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,8 @@ physics the fitted forms must keep (mla_* in dse.perf.forms.attention)."""
 
 import numpy as np
 import pytest
+from conftest import KERNEL_GPUS as GPUS
 from conftest import of
-
-
-
-GPUS = ["a100_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm"]
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,10 @@ from dse.catalog import _read
 _TABLE = _read("precisions.csv")
 NAMES = tuple(str(n) for n in _TABLE["name"])
 CODE = {name: code for code, name in enumerate(NAMES)}
+# every spelling (name or vendor alias, lower case) -> code: the precision enumeration of dse.schema
+SPELLINGS = {spelling.strip().lower(): code
+             for code, (name, more) in enumerate(zip(NAMES, _TABLE["aliases"].fillna("")))
+             for spelling in [name, *str(more).split(";")] if spelling.strip()}
 # Peak column index per format: 0 BF16, 1 FP8, 2 FP4 (a part without FP4 units lists its FP8 peak).
 PEAK_INDEX = np.array([{"bf16": 0, "fp8": 1, "fp4": 2}[p] for p in _TABLE["peak"]], dtype=np.int8)
 PEAK_COLUMN = {n: ("peak_bf16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_flops_per_s")[i]

@@ -127,7 +127,7 @@ def gemm_time_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidt
     compute, memory = gemm_compute_memory_s(m, n, k, count, operand_bytes, peak_flops_per_s,
                                             memory_bandwidth_bytes_per_s, p)
     live = m * n * k * count > 0
-    return np.where(live, p.floor_s + np.hypot(compute, memory), 0.0)
+    return np.where(live, G.combined_s(p.floor_s, compute, memory), 0.0)
 
 
 @dataclass
@@ -208,7 +208,7 @@ def _time_and_bound(op, r: Rates):
         if op.timing == "gemm":
             p = r.gemm if op.low_precision else r.gemm_bf16
             live = op.m * op.n * op.k * op.count > 0
-            t = np.where(live, p.floor_s + np.hypot(compute, memory), 0.0)
+            t = np.where(live, G.combined_s(p.floor_s, compute, memory), 0.0)
         else:
             t = np.maximum(compute, memory)
     return t, bound

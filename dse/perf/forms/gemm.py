@@ -84,6 +84,12 @@ def quantize_pass_s(m, k, bandwidth_bytes_per_s, quantize_memory_efficiency, qua
     return m * k * quantize_bytes_per_element / (bandwidth_bytes_per_s * quantize_memory_efficiency)
 
 
+def combined_s(floor_s, compute_s, memory_s):
+    """A GEMM's time from its two sides: a fixed floor plus their quadrature sum (near the ridge
+    neither hides the other completely)."""
+    return floor_s + np.hypot(compute_s, memory_s)
+
+
 def gemm_time_s(m, n, k, peak_flops_per_s, bandwidth_bytes_per_s, *, efficiency_max, tiles_per_wave,
                 k_ramp, split_k_min_depth, floor_s, memory_efficiency, operand_bytes,
                 quantize_bytes_per_element=0.0, quantize_memory_efficiency=1.0,
@@ -93,7 +99,7 @@ def gemm_time_s(m, n, k, peak_flops_per_s, bandwidth_bytes_per_s, *, efficiency_
     memory = gemm_memory_s(m, n, k, bandwidth_bytes_per_s, memory_efficiency, operand_bytes, output_bytes)
     quant = quantize_pass_s(m, k, bandwidth_bytes_per_s, quantize_memory_efficiency, quantize_bytes_per_element)
     live = np.asarray(m, float) * np.asarray(n, float) * np.asarray(k, float) > 0
-    return np.where(live, floor_s + np.hypot(compute, memory) + quant, 0.0)
+    return np.where(live, combined_s(floor_s, compute, memory) + quant, 0.0)
 
 
 def gemm_time_for(precision: str, m, n, k, peak_flops_per_s, bandwidth_bytes_per_s, params: dict,

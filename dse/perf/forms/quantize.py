@@ -42,7 +42,8 @@ from __future__ import annotations
 import numpy as np
 
 from dse.perf.forms.gemm import FORMATS
-from dse.catalog.precision import CODE, TRAINING_QUANTIZE_COPIES, TRAINING_QUANTIZE_READS
+from dse.catalog.precision import (CODE, ELEMENT_BYTES, TRAINING_QUANTIZE_BYTES, TRAINING_QUANTIZE_COPIES,
+                                   TRAINING_QUANTIZE_READS)
 
 CACHE_SHARPNESS = 4.0   # how abruptly a re-read tensor stops fitting in L2
 
@@ -80,10 +81,9 @@ def training_quantize_bytes_per_element(precision: str, transposed_copy: bool = 
     """HBM bytes per element to quantize one bf16 tensor for training in `precision` (reads of the
     bf16 source plus every quantized copy with its scales); `transposed_copy` for per-tensor fp8 on
     parts whose GEMMs need a physically transposed FP8 operand (Hopper, Ada)."""
-    reads, copies = TRAINING_QUANTIZATION[precision]
-    if precision == "fp8" and not transposed_copy:
-        copies -= 1
-    return 2.0 * reads + copies * FORMATS[precision][0]
+    code = CODE[precision]
+    untransposed = precision == "fp8" and not transposed_copy  # the table counts Hopper's transposed copy
+    return float(TRAINING_QUANTIZE_BYTES[code] - (ELEMENT_BYTES[code] if untransposed else 0.0))
 
 
 def training_quantize_time_s(precision: str, elements, bandwidth_bytes_per_s, params: dict,
