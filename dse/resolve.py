@@ -27,7 +27,8 @@ from dse.errors import ConfigError
 
 # Software settings a framework preset fills (frameworks.csv columns).
 SETTINGS = ("flash_attention", "tp_overlap", "dp_overlap", "dp_hierarchical", "sp", "zero", "recompute",
-            "moe_imbalance", "gqa_kv_sharing", "launch_overhead_s", "layer_overhead_s", "collective_overhead_s")
+            "moe_imbalance", "gqa_kv_sharing", "launch_overhead_s", "layer_overhead_s", "collective_overhead_s",
+            "moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "host_layer_s", "host_expert_s")
 
 
 def _row_lookup(cols: dict, key: str, kind: str, resolve_one=None):
@@ -167,13 +168,13 @@ def _preset_value(row, default_row, name):
 
 
 def _setting_array(name: str, values: list, lookup: np.ndarray) -> np.ndarray:
-    if name == "recompute":
-        return np.asarray([schema.enum_code("recompute", v) for v in values], dtype=np.int8)[lookup]
+    if name in schema.ENUMS:
+        return np.asarray([schema.enum_code(name, v) for v in values], dtype=np.int8)[lookup]
     return np.asarray([np.nan if v is None or v == "" else float(v) for v in values], dtype=float)[lookup]
 
 
 def _lazy_setting(name: str, values: list, lookup: np.ndarray) -> CatalogColumn:
-    """A preset setting per row, looked up per row block (booleans as bool, recompute as codes)."""
+    """A preset setting per row, looked up per row block (booleans as bool, enumerations as codes)."""
     per_preset = _setting_array(name, values, np.arange(len(values)))
     if schema.columns()[name].dtype == "bool" and not np.isnan(per_preset).any():
         per_preset = per_preset != 0
@@ -192,7 +193,7 @@ def _fill_gaps(cols: dict, name: str, preset: np.ndarray) -> None:
     if not missing.any():
         return
     sub = {name: np.asarray(given, dtype=object)[~missing]}
-    if name == "recompute":
+    if name in schema.ENUMS:
         known = schema.enum_codes(sub, name)
     elif schema.columns()[name].dtype == "bool":
         known = as_bool(sub, name, False).astype(float)

@@ -96,6 +96,7 @@ ENUMS = {
     "kv_precision": PRECISIONS,
     "recompute": ("none", "selective", "full"),
     "topology": ("fat-tree", "torus2d", "torus3d"),
+    "moe_dispatcher": ("alltoall", "allgather", "flex"),
 }
 ENUM_ALIASES = {
     "precision": _PRECISION_ALIASES,
@@ -103,6 +104,8 @@ ENUM_ALIASES = {
     "recompute": {"none": 0, "no": 0, "off": 0, "selective": 1, "full": 2},
     "topology": {"fat-tree": 0, "fattree": 0, "switched": 0, "torus2d": 1, "2d-torus": 1,
                  "torus3d": 2, "3d-torus": 2},
+    "moe_dispatcher": {"alltoall": 0, "all-to-all": 0, "allgather": 1, "all-gather": 1, "flex": 2,
+                       "deepep": 2, "hybridep": 2},
 }
 BOOL_WORDS = {"true": True, "yes": True, "1": True, "on": True, "1.0": True,
               "false": False, "no": False, "0": False, "off": False, "none": False, "0.0": False}
@@ -129,7 +132,9 @@ def enum_codes(cols: dict, name: str, default: str | None = None) -> np.ndarray:
     if not hasattr(v, "categories") and np.asarray(v).dtype.kind in "iu":
         return np.asarray(v, dtype=np.int8)
     codes, uniques = categories(v)
-    table = [enum_code(name, u) for u in uniques] + [enum_code(name, default)]
+    table = [enum_code(name, u) for u in uniques]
+    if (codes < 0).any():  # a default that is a preset ("framework") is filled before this is reached
+        table.append(enum_code(name, default))
     return np.asarray(table, dtype=np.int8)[np.where(codes < 0, len(table) - 1, codes)]
 
 

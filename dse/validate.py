@@ -72,6 +72,10 @@ def _model_columns(r) -> dict:
     return {k: v for k, v in dims.items() if not np.isnan(v)}
 
 
+# MoE settings the Megatron-Bridge rows take from the performance recipe that produced them
+STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs")
+
+
 def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     """Evaluate-training input rows for the validation table, and a skip reason per row."""
     records = []
@@ -84,13 +88,17 @@ def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
                 rec[name] = r[f"dse_{name}"]
         if r["dse_sp"]:
             rec["sp"] = r["dse_sp"] == "yes"
+        for name in STATED_SETTINGS:  # settings a row's source states (its recipe), where the table has them
+            stated = r.get(f"dse_{name}")
+            if isinstance(stated, str) and stated:
+                rec[name] = stated
         tp, pp, cp, ep, vp = (_num(r[c], 1.0) for c in ("tp", "pp", "cp", "ep", "vp"))
         gpus, gb = _num(r["gpus"], 1.0), _num(r["global_batch"], 1.0)
         rec.update(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=gpus / (tp * pp * cp), global_batch=gb,
                    micro_batch=_num(r["micro_batch"], 1.0))
         records.append(rec)
     frame = pd.DataFrame.from_records(records, index=table.index)
-    for name in ("recompute", "zero", "sp"):  # columns some rows state: the preset fills the others
+    for name in ("recompute", "zero", "sp") + STATED_SETTINGS:  # columns some rows state: the preset fills the others
         if name in frame:
             frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
     return frame, table["dse_skip"]

@@ -50,7 +50,7 @@ def _spelled_out(preset: str) -> dict:
         v = row[name] if not pd.isna(row[name]) and row[name] != "" else default[name]
         if pd.isna(v):
             continue
-        cols[name] = v if name == "recompute" else float(v)
+        cols[name] = v if name in schema.ENUMS else float(v)
     return cols
 
 

@@ -229,6 +229,33 @@ class Network:
         alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
         return np.where(n > 1, (n - 1) * alpha + np.maximum(intra, inter), 0.0)
 
+    def expert_exchange_s(self, n, g, token_bytes, top_k, dispatcher):
+        """Dispatch plus combine of one MoE layer's tokens over n expert-parallel ranks (g of them
+        in one scale-up domain); `token_bytes` = this rank's tokens x hidden x element bytes.
+        dispatcher 0 (all-to-all): every routed copy is sent, an all-to-all of top_k x token_bytes
+        each way. 1 (all-gather): every rank gathers the group's tokens and reduce-scatters the
+        outputs back. 2 (flex: DeepEP, HybridEP): a token crosses to each other scale-up domain
+        holding one of its experts once, over the NIC, and is forwarded inside it; under uniform
+        routing it reaches (D - 1)(1 - (1 - 1/D)^top_k) of the other D - 1 domains (DeepSeek-V3
+        report Sec. 3.2.2: IB sends deduplicated per node, NVLink forwards), while every routed copy
+        still crosses the scale-up links once."""
+        n = np.maximum(n, 1)
+        routed = token_bytes * top_k
+        a2a = 2 * self.all_to_all_s(n, g, routed) if np.any(dispatcher == 0) else 0.0
+        gather = (self.all_gather_s(n, g, n * token_bytes) + self.reduce_scatter_s(n, g, n * token_bytes)
+                  if np.any(dispatcher == 1) else 0.0)
+        flex = 2 * self._flex_dispatch_s(n, g, token_bytes, top_k) if np.any(dispatcher == 2) else 0.0
+        return np.select([dispatcher == 1, dispatcher == 2], [gather, flex], a2a)
+
+    def _flex_dispatch_s(self, n, g, token_bytes, top_k):
+        domains = n / g
+        remote_domains = (domains - 1) * (1 - (1 - 1 / domains) ** top_k)
+        routed = token_bytes * top_k
+        intra = (n - 1) / n * routed / self.up("all_to_all", n, routed)
+        inter = token_bytes * remote_domains / self.out("all_to_all", n, routed)
+        alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
+        return self._plus_overhead("all_to_all", n, np.where(n > 1, (n - 1) * alpha + np.maximum(intra, inter), 0.0))
+
     def p2p_s(self, stride, message_bytes):
         """Point-to-point between neighbours `stride` GPUs apart (pipeline stages, CP ring steps):
         a copy like one all-gather step, so its fitted message-size shape without the group term."""

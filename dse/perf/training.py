@@ -128,11 +128,35 @@ def tp_comm(net, place, w, tp, layer, act_msg):
 
 
 def ep_comm(net, place, m, w, ep, tokens, hidden_split):
-    """Forward all-to-all time of one layer (dispatch + combine, on MoE layers, paced by the most
-    loaded rank); the backward repeats it."""
+    """Forward token exchange of one layer (dispatch + combine on MoE layers, by the framework's
+    dispatcher, paced by the most loaded rank); the backward repeats it."""
     _, moe = L.layer_shares(m)
-    dispatch = tokens * m.top_k * m.hidden * M.ACT_BYTES / hidden_split
-    return _only_where(ep > 1, lambda: moe * 2 * net.all_to_all_s(ep, place.ep_in, dispatch * w["moe_imbalance"]))
+    token_bytes = tokens * m.hidden * M.ACT_BYTES / hidden_split * w["moe_imbalance"]
+    return _only_where(ep > 1, lambda: moe * net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k,
+                                                                   w["moe_dispatcher"]))
+
+
+def ep_exposed(w, layer, ep_fwd, full):
+    """Exposed expert-parallel communication of one layer per micro-batch (forward, backward and a
+    full recompute's forward). With the all-to-all overlapped (Megatron-Core 1F1B all-to-all
+    overlap, DualPipe) one micro-batch's exchange runs under another's forward and backward
+    compute, which meanwhile loses the SMs the communication kernels hold."""
+    comm = 2 * ep_fwd + np.where(full, ep_fwd, 0.0)
+    if not np.any(w["moe_a2a_overlap"]):
+        return comm
+    window = layer.fwd + layer.bwd
+    sm = K["comm_sm_fraction"]
+    overlapped = np.maximum(comm - window, 0.0) + np.minimum(comm, window) * sm / (1 - sm)
+    return np.where(w["moe_a2a_overlap"], overlapped, comm)
+
+
+def host_time(m, w, ep):
+    """Host (CPU) time to launch one layer's forward and backward, on average over the layers: the
+    eager part of the layer (none of it under CUDA graphs) and the routed experts, which stay eager
+    (their token counts change every step), per local expert."""
+    _, moe = L.layer_shares(m)
+    eager = np.where(w["cuda_graphs"], 0.0, w["host_layer_s"])
+    return eager + moe * m.experts / ep * w["host_expert_s"]
 
 
 def ring_steps(m, cp):
@@ -266,7 +290,7 @@ def training_columns(w: dict) -> dict:
     stage_recompute = layers_per_stage * recompute_layer
     stage_tp = layers_per_stage * (tp_fwd + tp_bwd + np.where(full, tp_fwd, 0.0))
     stage_cp = layers_per_stage * (cp_fwd + cp_bwd + np.where(full, cp_fwd, 0.0))
-    stage_ep = layers_per_stage * (2 * ep_fwd + np.where(full, ep_fwd, 0.0))
+    stage_ep = layers_per_stage * ep_exposed(w, layer, ep_fwd, full)
     t_mb = stage_compute + stage_recompute + stage_tp + stage_cp + stage_ep
 
     # Pipeline: scatter-gather sends (Narayanan et al. 2021, Sec. 4.1): each TP rank sends 1/tp of
@@ -288,7 +312,11 @@ def training_columns(w: dict) -> dict:
                   + np.where(sharded, expert_params / (np.maximum(dp / ep, 1) * cp), expert_params))
     optimizer_s = R.stream_time_s(opt_params * K["optimizer_traffic_bytes"], hw["memory_bandwidth_bytes_per_s"],
                                   hw["memory_efficiency"])
-    step = microbatches * t_mb + bubble + pp_comm + dp_s + optimizer_s
+    gpu_step = microbatches * t_mb + bubble + pp_comm + dp_s + optimizer_s
+    # The host launches every kernel: where that takes longer than the GPUs run them (small
+    # micro-batches of fine-grained MoE layers, eager), the host paces every micro-batch and bubble.
+    host_step = (microbatches + (pp - 1) / vp) * layers_per_stage * host_time(m, w, ep) + optimizer_s
+    step = np.maximum(gpu_step, host_step)
 
     tokens_per_step = w["global_batch"] * m.seq_len
     model_flops, hardware_flops, mfu, hfu = flops_and_utilisation(m, w, hw, step, tokens_per_step)
@@ -299,7 +327,8 @@ def training_columns(w: dict) -> dict:
         "mem_per_gpu_bytes": mem, "fits": reason == 0, "infeasible_code": reason,
         "compute_s": microbatches * stage_compute, "recompute_s": microbatches * stage_recompute,
         "tp_comm_s": microbatches * stage_tp, "cp_comm_s": microbatches * stage_cp,
-        "ep_comm_s": microbatches * stage_ep, "pp_comm_s": pp_comm, "dp_comm_s": dp_s, "bubble_s": bubble,
+        "ep_comm_s": microbatches * stage_ep, "host_wait_s": step - gpu_step, "pp_comm_s": pp_comm,
+        "dp_comm_s": dp_s, "bubble_s": bubble,
         "optimizer_s": optimizer_s, "weights_bytes": weights, "grads_bytes": grads,
         "optimizer_bytes": optimizer, "activations_bytes": activations,
         "model_flops_per_step": model_flops, "hardware_flops_per_step": hardware_flops,
@@ -309,7 +338,7 @@ def training_columns(w: dict) -> dict:
 
 OUTPUT_COLUMNS = (
     "step_time_s", "tokens_per_s", "mfu", "hfu", "mem_per_gpu_bytes", "fits", "infeasible_code",
-    "infeasible_reason", "compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s",
+    "infeasible_reason", "compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "host_wait_s", "pp_comm_s",
     "dp_comm_s", "bubble_s", "optimizer_s", "weights_bytes", "grads_bytes", "optimizer_bytes",
     "activations_bytes", "model_flops_per_step", "hardware_flops_per_step", "params", "tokens_per_step",
     "accelerator_cost_usd", "system_capex_usd", "energy_j", "cost_per_run_usd", "cost_per_million_tokens_usd",

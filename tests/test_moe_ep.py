@@ -1,0 +1,124 @@
+"""Expert parallelism as frameworks run it: the token dispatcher, all-to-all overlap, host-bound
+MoE layers, and the invariants the MoE and context-parallel terms must keep."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dse
+from dse.perf.collectives import Network
+from tests.test_collectives import fitted
+
+# A fine-grained MoE (Qwen3-30B-A3B's shape, fewer layers): 128 experts, top-8, expert FFN 768.
+MOE = dict(layers=8, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144, vocab=151936,
+           seq_len=4096, experts=128, top_k=8, moe_ffn_hidden=768, gated_mlp=1)
+
+
+def train(**kw) -> pd.DataFrame:
+    row = dict(MOE, system="b200", gpus=8, tp=1, pp=1, ep=8, global_batch=8, micro_batch=1, precision="bf16")
+    row.update(kw)
+    return dse.evaluate_training(pd.DataFrame([row]))
+
+
+def network(domain, rows=1) -> Network:
+    cols = {**fitted(rows, eff=0.8, floor=20e-6, half_bytes=1e6, copy=0.1),
+            "scaleup_domain": np.full(rows, float(domain)), "scaleup_latency_s": np.full(rows, 3e-6),
+            "scaleup_bandwidth_bytes_per_s": np.full(rows, 450e9), "scaleout_latency_s": np.full(rows, 8e-6),
+            "scaleout_bandwidth_bytes_per_s": np.full(rows, 50e9), "scaleout_efficiency": np.full(rows, 0.85),
+            "topology_code": np.zeros(rows, dtype=np.int8)}
+    return Network(cols)
+
+
+# ---- the properties the MoE issue names -------------------------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["h100-sxm", "b200", "gb200"]), st.sampled_from([1, 2, 4]),
+       st.sampled_from(["bf16", "fp8", "mxfp8"]))
+def test_more_experts_per_rank_at_the_same_tokens_is_never_faster(system, micro_batch, precision):
+    # The same tokens and top-k per GPU under balanced routing: each GPU computes the same routed
+    # pairs, spread over more local experts (smaller grouped GEMMs, more weights to read, more
+    # per-expert host work). (With a busiest expert above the mean, more local experts also dilute
+    # the busiest rank's excess load, dse.perf.forms.moe.rank_skew, which may win.)
+    def moe_time(experts):
+        out = train(system=system, experts=experts, micro_batch=micro_batch, global_batch=8 * micro_batch,
+                    precision=precision, moe_imbalance=1.0)
+        return float(out["compute_s"].iloc[0] + out["host_wait_s"].iloc[0])
+    times = [moe_time(e) for e in (16, 32, 64, 128, 256)]
+    assert all(b >= a * (1 - 1e-9) for a, b in zip(times, times[1:])), times
+
+
+def test_a_skew_factor_of_one_gives_the_balanced_time():
+    balanced, skewed_one = train(moe_imbalance=1.0), train(moe_imbalance=1.0, framework="default")
+    assert float(skewed_one["step_time_s"].iloc[0]) == pytest.approx(float(balanced["step_time_s"].iloc[0]), rel=1e-12)
+    heavier = train(moe_imbalance=1.5)
+    assert float(heavier["compute_s"].iloc[0]) > float(balanced["compute_s"].iloc[0])
+    assert float(heavier["ep_comm_s"].iloc[0]) > float(balanced["ep_comm_s"].iloc[0])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([8, 16, 32, 64]), st.sampled_from([0, 1, 2]), st.floats(4e6, 1e9), st.sampled_from([2, 6, 8]))
+def test_expert_exchange_falls_as_the_scaleup_domain_covers_the_ep_group(n, dispatcher, token_bytes, top_k):
+    # A micro-batch of at least 1k tokens of hidden 2k (below that, the hierarchical all-gather's
+    # fewer latency steps can beat a flat ring inside one domain by microseconds).
+    domains = [g for g in (1, 2, 4, 8, 16, 32, 64, 72) if g <= n] + [n]
+    times = [float(network(g).expert_exchange_s(np.array([float(n)]), np.array([float(min(g, n))]), token_bytes,
+                                                 top_k, np.array([dispatcher]))[0]) for g in domains]
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(times, times[1:])), (domains, times)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["llama3-8b", "llama3-70b", "mixtral-8x7b"]), st.sampled_from([2048, 8192, 32768]),
+       st.sampled_from([1, 2, 8]))
+def test_cp_one_gives_zero_cp_time(model, seq_len, tp):
+    rows = [dict(model=model, system="h100-sxm", gpus=8 * tp * c, tp=tp, cp=c, global_batch=8, seq_len=seq_len)
+            for c in (1, 8)]
+    out = dse.evaluate_training(pd.DataFrame(rows))
+    assert out["cp_comm_s"].iloc[0] == 0.0
+    assert out["cp_comm_s"].iloc[1] >= 0.0
+
+
+def test_a_ring_longer_than_the_attention_it_hides_behind_is_exposed():
+    out = dse.evaluate_training(pd.DataFrame([dict(model="llama3-8b", system="h100-sxm", gpus=8 * c, cp=c,
+                                                   global_batch=8, seq_len=4096) for c in (1, 8)]))
+    assert out["cp_comm_s"].iloc[0] == 0.0 and out["cp_comm_s"].iloc[1] > 0.0
+
+
+# ---- the dispatcher, overlap and host settings ---------------------------------------------------
+
+def test_flex_dispatch_sends_each_token_once_per_remote_domain():
+    # 64 ranks over 8 domains of 8, top-8: an all-to-all sends 56/64 of the 8 routed copies over the
+    # NIC; DeepEP sends a token once to each of the (8 - 1)(1 - (7/8)^8) = 4.7 other domains it reaches.
+    net, n, g = network(8), np.array([64.0]), np.array([8.0])
+    a2a, flex = (float(net.expert_exchange_s(n, g, 1e8, 8, np.array([d]))[0]) for d in (0, 2))
+    assert flex < a2a
+    inside = network(64)  # one domain holds the group: every copy crosses the scale-up links either way
+    assert float(inside.expert_exchange_s(n, n, 1e8, 8, np.array([2]))[0]) == pytest.approx(
+        float(inside.expert_exchange_s(n, n, 1e8, 8, np.array([0]))[0]), rel=1e-9)
+
+
+def test_all_to_all_overlap_never_exposes_more_and_hides_a_short_exchange():
+    plain, overlapped = train(gpus=64, global_batch=64), train(gpus=64, global_batch=64, moe_a2a_overlap=True)
+    assert float(overlapped["ep_comm_s"].iloc[0]) < float(plain["ep_comm_s"].iloc[0])
+    assert float(overlapped["step_time_s"].iloc[0]) <= float(plain["step_time_s"].iloc[0])
+
+
+def test_host_bound_layers_pace_the_step_and_cuda_graphs_remove_the_dense_part():
+    eager = train(host_layer_s=0.05, host_expert_s=0.0)          # 50 ms of host work per layer
+    assert float(eager["host_wait_s"].iloc[0]) > 0
+    # one micro-batch of 8 layers on one stage: the host's 8 x 50 ms, then the optimizer step
+    assert float(eager["step_time_s"].iloc[0]) == pytest.approx(8 * 0.05 + float(eager["optimizer_s"].iloc[0]), rel=1e-6)
+    graphed = train(host_layer_s=0.05, host_expert_s=0.0, cuda_graphs=True)
+    assert float(graphed["host_wait_s"].iloc[0]) == 0.0
+    free = train(host_layer_s=0.0, host_expert_s=0.0)
+    assert float(free["step_time_s"].iloc[0]) == pytest.approx(float(graphed["step_time_s"].iloc[0]), rel=1e-12)
+
+
+def test_dispatcher_spellings_and_bad_values():
+    from dse.errors import ConfigError
+    assert float(train(moe_dispatcher="DeepEP")["step_time_s"].iloc[0]) == pytest.approx(
+        float(train(moe_dispatcher="flex")["step_time_s"].iloc[0]), rel=1e-12)
+    with pytest.raises(ConfigError, match="moe_dispatcher"):
+        train(moe_dispatcher="carrier-pigeon")
