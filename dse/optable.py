@@ -46,7 +46,7 @@ def _frame(model, systems, tp, precision, kv_precision, flash_attention, extra) 
 
 def _phase_ops(phase, w, m, batch, isl, osl, tp, n):
     """(ops, rates) of one phase for the n rows."""
-    ep = np.ones(n, dtype=np.float32)
+    ep = np.broadcast_to(np.asarray(w["ep"], dtype=np.float32), (n,))
     b = np.full(n, float(batch), dtype=np.float32)
     if phase == "train":
         s = L.Shape(b, m.seq_len, m.seq_len, tp, ep)

@@ -54,15 +54,15 @@ FLAGS = ("gated_mlp", "dropout", "tied_embeddings", "learned_pos_emb")
 
 def _model_columns(r) -> dict:
     """Model columns of a row: the catalog model (`dse_model`) with the dimensions the row states."""
-    from dse import catalog
+    from dse import catalog, schema
     dims = {k: _num(r[c]) for k, c in DIMENSIONS}
     if r["dse_model"]:
         base = catalog.model(r["dse_model"])
         changed = (not np.isnan(dims["layers"]) and dims["layers"] != base["layers"]) or \
                   (not np.isnan(dims["hidden"]) and dims["hidden"] != base["hidden"])
-        for k in ("moe_ffn_hidden", "head_dim", "shared_experts", "dense_layers") + FLAGS + tuple(k for k, _ in DIMENSIONS):
-            if k not in dims or np.isnan(dims[k]):
-                dims[k] = float(base[k])
+        for k in schema.MODEL_COLUMNS:  # every field of the catalog model (MLA ranks, windows, ...)
+            if k in base and (k not in dims or np.isnan(dims[k])) and _num(base[k]) == _num(base[k]):
+                dims[k] = _num(base[k])
         if changed:  # a resized variant of a catalog model keeps h / heads per head
             dims["head_dim"] = dims["hidden"] / dims["heads"]
     else:

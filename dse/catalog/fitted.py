@@ -56,7 +56,7 @@ def _attention_fraction(values) -> float:
     the fitted MMA efficiency over the softmax's cost in extra head dimensions
     (dse.perf.forms.attention: FLOPs x (qk + v + 2 softmax_dim) / (qk + v) at efficiency_max)."""
     efficiency_max, softmax_dim = values
-    return efficiency_max * 256.0 / (256.0 + 2.0 * softmax_dim)
+    return efficiency_max * 256.0 / (256.0 + 2.0 * softmax_dim)   # forms.attention.mma_fraction at 128 + 128
 
 
 # model column -> (family, precisions tried in order, fitted parameter names, and how their values
@@ -64,6 +64,7 @@ def _attention_fraction(values) -> float:
 FITTED = {
     "attention_efficiency": ("attention", ("bf16",), ["prefill_efficiency_max", "prefill_softmax_dim"],
                              _attention_fraction),
+    "attention_softmax_dim": ("attention", ("bf16",), ["prefill_softmax_dim"]),
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
        for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},

@@ -42,6 +42,7 @@ class Op:
     weight: object = 1.0
     backward: object = 2.0
     moe: object = None        # timing "moe": the MoE layer's shape (dse.perf.forms.moe), a dict
+    head_dims: object = 256.0  # timing "fused": qk + v head dims of the attention kernel
 
 
 @dataclass
@@ -149,7 +150,7 @@ def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward) 
     keys = kernel_keys(m, s.ctx)
     return Op("attention", "attention", "fused", s.q_len, keys, m.head_dim,
               flops=attention_flops(m, s.seqs, s.q_len, keys, s.tp) * K["causal_skip"], bytes=nbytes,
-              weight=weight * m.attention_fraction, backward=backward)
+              weight=weight * m.attention_fraction, backward=backward, head_dims=m.head_dim + m.v_head_dim)
 
 
 def unfused_attention_ops(m, s: Shape, dropout, weight) -> list:
@@ -172,7 +173,7 @@ def decode_attention_op(m, s: Shape, kv_cache_token, kv_reads) -> Op:
     flops = attention_flops(m, s.seqs, 1.0, keys, s.tp)
     nbytes = s.seqs * keys * kv_cache_token * kv_reads + s.seqs * ((m.q_dim + m.o_dim) / s.tp * ACT_BYTES + kv_cache_token)
     return Op("attention", "attention", "fused", m.heads / np.maximum(m.kv_heads, 1), keys, m.head_dim,
-              flops=flops, bytes=nbytes, weight=gqa_share(m))
+              flops=flops, bytes=nbytes, weight=gqa_share(m), head_dims=m.head_dim + m.v_head_dim)
 
 
 def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout=0.0, rope=0.0, quantize_bytes=0.0) -> Op:

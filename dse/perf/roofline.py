@@ -17,6 +17,7 @@ import numpy as np
 
 from dse import catalog
 from dse.catalog.fitted import GEMM_PARAMS, MOE_PARAMS, gemm_column
+from dse.perf.forms import attention as A
 from dse.perf.forms import gemm as G
 from dse.perf.forms import moe as MOE
 from dse.catalog.precision import CODE, NAMES, peak_flops_per_s
@@ -142,6 +143,7 @@ class Rates:
     attention_efficiency: object
     clock: object = 1.0      # sustained_clock_fraction: tensor work runs at this share of the fitted speed
     moe: dict | None = None  # fitted MoE-layer parameters in the pass's format (dse.perf.forms.moe)
+    attention_softmax_dim: object = 0.0  # fitted softmax cost in head dims (dse.perf.forms.attention)
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None) -> "Rates":
@@ -149,7 +151,7 @@ class Rates:
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
                    GemmParams.of(hw, precision), GemmParams.of(hw, CODE["bf16"]), hw["attention_efficiency"],
-                   hw["sustained_clock_fraction"], per_format(hw, precision, "moe"))
+                   hw["sustained_clock_fraction"], per_format(hw, precision, "moe"), hw["attention_softmax_dim"])
 
 
 def op_compute_memory_s(op, r: Rates):
@@ -165,7 +167,8 @@ def op_compute_memory_s(op, r: Rates):
     memory = stream_time_s(op.bytes, r.bandwidth, r.memory_efficiency)
     if op.timing == "stream":
         return 0.0, memory
-    return op.flops / (r.peak_bf16 * r.clock * r.attention_efficiency), memory
+    efficiency = r.attention_efficiency * A.head_dims_scale(r.attention_softmax_dim, op.head_dims)
+    return op.flops / (r.peak_bf16 * r.clock * efficiency), memory
 
 
 def moe_parts(op, r: Rates):

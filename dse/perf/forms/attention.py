@@ -95,6 +95,19 @@ MLA_V_HEAD_DIM = 128
 MLA_LATENT_DIM = MLA_KV_LORA_RANK + MLA_ROPE_DIM      # 576 elements per token per layer
 
 
+def mma_fraction(efficiency_max, softmax_dim, head_dims):
+    """Fraction of the peak a long prefill's attention FLOPs reach at qk + v head dims `head_dims`:
+    the softmax costs `softmax_dim` extra head dimensions of MMA time per score element, twice
+    (exponentials and rescaling), so narrow heads reach less of efficiency_max."""
+    return efficiency_max * head_dims / (head_dims + 2.0 * softmax_dim)
+
+
+def head_dims_scale(softmax_dim, head_dims):
+    """`mma_fraction` at `head_dims` over its value at 128 + 128, the head dims the catalog's
+    attention_efficiency is stated at (dse.catalog.fitted)."""
+    return mma_fraction(1.0, softmax_dim, head_dims) / mma_fraction(1.0, softmax_dim, 256.0)
+
+
 def prefill_rows_span(seq, window, tile_rows, window_extra_keys=0.0):
     """(query rows computed, keys per query row) of a causal prefill, quantised to `tile_rows`; a
     sliding window costs `window_extra_keys` beyond window + tile (the band's partial key tiles)."""
