@@ -112,7 +112,8 @@ def _narayanan_tflops(frame, step_time):
 
 # Training measurements: the shared set, then the Megatron-Bridge performance summary (H100 and
 # Blackwell, FP8 and NVFP4), the only public Blackwell training measurements with a stated mapping.
-TRAINING_FILES = ("training.csv", "megatron_bridge_training.csv", "narayanan_2021_figures.csv", "new_families_training.csv")
+TRAINING_FILES = ("training.csv", "megatron_bridge_training.csv", "narayanan_2021_figures.csv", "new_families_training.csv",
+                  "moe_training.csv")
 
 
 def training_results() -> pd.DataFrame:

@@ -122,3 +122,19 @@ def test_dispatcher_spellings_and_bad_values():
         float(train(moe_dispatcher="flex")["step_time_s"].iloc[0]), rel=1e-12)
     with pytest.raises(ConfigError, match="moe_dispatcher"):
         train(moe_dispatcher="carrier-pigeon")
+
+
+# ---- serving ----------------------------------------------------------------------------------
+
+def test_decode_streams_only_the_experts_its_tokens_touch():
+    # Mixtral 8x7B, top-2 of 8: one sequence's decode step reads about 2 of the 8 experts per layer,
+    # close to a model that has only those 2; a batch of 256 touches all 8 and approaches a model
+    # whose every token reads all 8 (top-8 of 8).
+    base = dict(model="mixtral-8x7b", system="h100-sxm", gpus=2, tp=2, isl=512, osl=128)
+    rows = [dict(base, batch=b, experts=e, top_k=k) for b in (1, 256) for e, k in ((8, 2), (2, 2), (8, 8))]
+    tpot = dse.evaluate_inference(pd.DataFrame(rows))["tpot_s"].to_numpy()
+    one_top2, one_two, one_all = tpot[:3]
+    assert one_two <= one_top2 <= 1.2 * one_two
+    assert one_top2 < 0.5 * one_all
+    many_top2, many_two, many_all = tpot[3:]
+    assert many_top2 > 1.3 * many_two and many_top2 < many_all

@@ -18,8 +18,9 @@ the fitted kernel form with their floors, dse calibrate), two TP all-reduces, th
 the serving engine's fixed overhead per layer (`layer_overhead_s`, framework preset: launches,
 enqueue and the small kernels the op inventory does not time one by one); the last stage adds the
 LM head on one token per sequence.
-Decode reads the weights of the experts the step's tokens actually touch: with T routed tokens and
-top-k of E experts, E (1 - (1 - k/E)^T) distinct experts in expectation. Decode streams
+Decode reads the weights of the experts the step's tokens actually touch: requests route at random,
+so the R (token, expert) pairs of a GPU's E_l local experts land on E_l (1 - (1 - 1/E_l)^R) distinct
+experts in expectation (dse.perf.forms.moe.experts_touched). Decode streams
 the KV cache at `decode_memory_efficiency`; every collective pays the fitted NCCL floor of its op plus the engine's own
 `collective_overhead_s` (framework preset).
 `gqa_kv_sharing` (framework preset): the decode attention kernel reads each KV head once for all
@@ -100,7 +101,7 @@ class Pass:
         ops += X.recurrent_ops(m, s, self.operand, decode)
         ops += L.mlp_ops(m, s, self.operand, self.dense)
         if np.any(m.is_moe):
-            ops += L.moe_ops(m, s, self.operand, self.moe, 1.0)
+            ops += L.moe_ops(m, s, self.operand, self.moe, 1.0, spread=False)   # requests route at random
         ops.append(L.elementwise_op(m, s, self.dense, self.moe, 1.0, rope=1.0))
         return ops
 

@@ -94,17 +94,20 @@ def mlp_ops(m, s: Shape, operand, dense_share) -> list:
                low_precision=True, weight=dense_share)]
 
 
-def moe_ops(m, s: Shape, operand, moe_share, imbalance) -> list:
+def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None) -> list:
     """Router GEMM, the routed experts as one MoE layer kernel (permute, grouped GEMMs, activation,
     unpermute on this GPU's E/ep experts, each sharded over TP, paced by the busiest rank: the fitted
     form of dse.perf.forms.moe, `imbalance` its busiest expert's load over the mean) and the shared
     experts. The all-to-all dispatcher brings each GPU the routed pairs of its EP group's tokens; it
-    routes, reads and writes only its own tokens."""
+    routes, reads and writes only its own tokens. `spread`: tokens spread evenly over the experts
+    (the default where imbalance is 1: balanced training routers) or routed at random (serving: R
+    routed pairs touch E_l (1 - (1 - 1/E_l)^R) of the E_l local experts)."""
     up = m.mlp_mats - 1
     shared = m.shared_experts * m.moe_ffn / s.tp
     shape = {"num_tokens": s.tokens * s.ep, "local_tokens": s.tokens, "hidden_size": m.hidden, "inter_size": m.moe_ffn,
              "topk": m.top_k, "num_experts": m.experts, "tp_size": s.tp, "ep_size": s.ep, "gated": up,
-             "weight_bytes": operand, "busiest_expert_ratio": imbalance, "spread": imbalance <= 1.0}
+             "weight_bytes": operand, "busiest_expert_ratio": imbalance,
+             "spread": imbalance <= 1.0 if spread is None else spread}
     pairs = s.tokens * m.top_k  # (token, expert) pairs this GPU computes under balanced routing
     flops = 2.0 * pairs * m.mlp_mats * m.hidden * m.moe_ffn / s.tp
     # for roofline tables: every local expert's weights once, each pair's row permuted and unpermuted

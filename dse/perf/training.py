@@ -285,7 +285,8 @@ def training_columns(w: dict) -> dict:
 
     full, selective = w["recompute"] == 2, w["recompute"] == 1
     recompute_layer = np.where(full, layer.fwd, np.where(selective & ~w["flash_attention"], layer.attn_fwd, 0.0))
-    layers_per_stage = m.layers / pp
+    # the slowest stage: a layer count pp does not divide leaves some stages a layer more
+    layers_per_stage = np.ceil(m.layers / pp - 1e-6)
     stage_compute = layers_per_stage * (layer.fwd + layer.bwd) + layer.head
     stage_recompute = layers_per_stage * recompute_layer
     stage_tp = layers_per_stage * (tp_fwd + tp_bwd + np.where(full, tp_fwd, 0.0))
