@@ -97,6 +97,7 @@ ENUMS = {
     "recompute": ("none", "selective", "full"),
     "topology": ("fat-tree", "torus2d", "torus3d"),
     "moe_dispatcher": ("alltoall", "allgather", "flex"),
+    "cp_comm": ("p2p", "all_gather", "a2a", "a2a+p2p"),
 }
 ENUM_ALIASES = {
     "precision": _PRECISION_ALIASES,
@@ -106,6 +107,8 @@ ENUM_ALIASES = {
                  "torus3d": 2, "3d-torus": 2},
     "moe_dispatcher": {"alltoall": 0, "all-to-all": 0, "allgather": 1, "all-gather": 1, "flex": 2,
                        "deepep": 2, "hybridep": 2},
+    "cp_comm": {"p2p": 0, "ring": 0, "all_gather": 1, "allgather": 1, "all-gather": 1, "a2a": 2,
+                "ulysses": 2, "all-to-all": 2, "a2a+p2p": 3, "hierarchical": 3},
 }
 BOOL_WORDS = {"true": True, "yes": True, "1": True, "on": True, "1.0": True,
               "false": False, "no": False, "0": False, "off": False, "none": False, "0.0": False}
@@ -231,6 +234,8 @@ REASONS = (
     Reason(16, "interleave_microbatches", "global_batch",
            "an interleaved schedule (vp > 1) needs a micro-batch count global_batch/(dp*micro_batch) "
            "that is a multiple of pp"),
+    Reason(17, "cp_heads", "cp_comm", "all-to-all context parallelism (cp_comm a2a, a2a+p2p) needs its "
+                                      "all-to-all group to divide heads/tp; use cp_comm p2p"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)
