@@ -174,6 +174,15 @@ def training_results() -> pd.DataFrame:
     return res
 
 
+def moe_row_ids() -> list[str]:
+    """Ids of the training rows whose model is a mixture of experts (catalog or stated experts)."""
+    from dse import catalog
+    table = pd.concat([_read_csv(name) for name in TRAINING_FILES], ignore_index=True)
+    frame, _ = training_inputs(table)
+    experts = frame["experts"] if "experts" in frame else pd.Series(0.0, index=frame.index)
+    return table.loc[experts.fillna(0.0).astype(float) > 0, "id"].tolist()
+
+
 def tokens_per_s_per_gpu(results: pd.DataFrame, column: str) -> pd.Series:
     """Training throughput per GPU of `column` ("measured" or "predicted") for the rows whose
     metric is a step time or tokens/s/GPU (NaN for the others), so rows measured in different

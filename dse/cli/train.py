@@ -17,7 +17,7 @@ INPUTS = ("model", "system", "framework", "gpus", "tp", "pp", "cp", "ep", "vp", 
           "seq_len", "recompute", "zero", "precision", "train_tokens")
 FLAGS = ("sp", "flash_attention", "dp_overlap", "tp_overlap", "dp_hierarchical")
 REQUIRED = ("model", "system", "gpus")
-TIME_COLUMNS = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s",
+TIME_COLUMNS = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "host_wait_s", "pp_comm_s", "dp_comm_s",
                 "bubble_s", "optimizer_s")
 MEMORY_COLUMNS = ("weights_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes")
 

@@ -164,7 +164,7 @@ def system_hardware(systems) -> pd.DataFrame:
     return frame.set_index("system")
 
 
-TIME_PARTS = ["compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s",
+TIME_PARTS = ["compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "host_wait_s", "pp_comm_s",
               "dp_comm_s", "bubble_s", "optimizer_s"]
 COMM_PARTS = ["tp_comm_s", "cp_comm_s", "ep_comm_s", "pp_comm_s", "dp_comm_s"]
 
