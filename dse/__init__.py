@@ -3,6 +3,7 @@
 Public API (each a pure function over columns, or a thin driver around one):
     evaluate_training(frame)   training step time, memory and breakdowns per design point
     evaluate_inference(frame)  prefill / decode latency, throughput, KV cache per design point
+    evaluate_serving(frame)    continuous-batching serving: TTFT, TPOT, tokens/s per GPU and per user
     evaluate_hardware(frame)   accelerator specs and cost derived from technology
     load_space(path), sweep(...), read_results(path), run_study(...)
 """
@@ -14,6 +15,7 @@ __version__ = "0.1.0"
 _API = {
     "evaluate_training": "dse.evaluate",
     "evaluate_inference": "dse.evaluate",
+    "evaluate_serving": "dse.evaluate",
     "evaluate_hardware": "dse.evaluate",
     "roofline_table": "dse.optable",
     "op_table": "dse.optable",
@@ -28,7 +30,7 @@ _API = {
 
 if TYPE_CHECKING:  # static analysers and IDEs follow the lazy names
     from dse.errors import ConfigError  # noqa: F401
-    from dse.evaluate import evaluate_hardware, evaluate_inference, evaluate_training  # noqa: F401
+    from dse.evaluate import evaluate_hardware, evaluate_inference, evaluate_serving, evaluate_training  # noqa: F401
     from dse.optable import op_table, roofline_table  # noqa: F401
     from dse.space import load_space  # noqa: F401
     from dse.store import read_results  # noqa: F401

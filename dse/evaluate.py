@@ -17,6 +17,7 @@ from dse import economics, hardware, resolve, schema
 from dse.columns import MODEL_FLOAT, CatalogColumn, as_bool, as_float, blockwise, pack, real, to_columns
 from dse.errors import ConfigError
 from dse.perf.inference import BOUNDS, inference_columns
+from dse.perf.serving import serving_columns
 from dse.perf.training import training_columns
 
 
@@ -121,6 +122,30 @@ def inference_inputs(work: dict, n: int) -> dict:
     return out
 
 
+SERVING_SETTINGS = ("launch_overhead_s", "layer_overhead_s", "collective_overhead_s", "max_num_tokens", "max_num_seqs",
+                    "kv_block_tokens", "kv_memory_fraction")
+
+
+def serving_inputs(work: dict, n: int) -> dict:
+    """Every input the serving kernel reads, once for the whole batch."""
+    f = lambda k: as_float(work, k, schema.default_number(k))  # noqa: E731
+    tp, pp, ep = f("tp"), f("pp"), f("ep")
+    gpus = f("gpus")
+    gpus = np.where(np.isnan(gpus), tp * pp * np.where(np.isnan(f("dp")), 1.0, f("dp")), gpus)
+    out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
+    scenario = dict(gpus=gpus, tp=tp, pp=pp, ep=ep, isl=f("isl"), osl=f("osl"), concurrency=f("concurrency"),
+                    spec_draft_tokens=f("spec_draft_tokens"), spec_acceptance=f("spec_acceptance"),
+                    prefill_gpus=f("prefill_gpus"), decode_gpus=f("decode_gpus"), prefill_tp=f("prefill_tp"),
+                    prefill_ep=f("prefill_ep"))
+    out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in scenario.items()})
+    out.update(precision=schema.enum_codes(work, "precision"), kv_precision=schema.enum_codes(work, "kv_precision"),
+               topology_code=schema.enum_codes(work, "topology"), disaggregated=as_bool(work, "disaggregated", False),
+               flash_attention=_setting(work, "flash_attention", "bool"),
+               gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"),
+               **{k: _setting(work, k, "float") for k in SERVING_SETTINGS})
+    return out
+
+
 KEY_RESULTS = ("step_time_s", "tokens_per_s", "mfu", "mem_per_gpu_bytes", "ttft_s", "tpot_s",
                "e2e_latency_s", "output_tokens_per_s")
 
@@ -158,6 +183,8 @@ def _invalid(cols: dict, evaluator: str) -> list:
     invalid = schema.domain_violations(cols, evaluator)
     if "gpus" in cols and np.asarray(cols["gpus"]).dtype.kind == "f":
         missing = np.isnan(np.asarray(cols["gpus"]))
+        if "disaggregated" in cols:   # a disaggregated deployment counts its pools' GPUs
+            missing &= ~as_bool(cols, "disaggregated", False)
         if "dp" in cols and np.asarray(cols["dp"]).dtype.kind in "iuf":
             missing &= np.isnan(np.asarray(cols["dp"], dtype=float))
         if missing.any():
@@ -227,6 +254,23 @@ def _inference(cols: dict) -> dict:
     with np.errstate(invalid="ignore", over="ignore"):
         output_tokens = real(inputs["batch"]).astype(float) * real(inputs["osl"])
     out.update(economics.workload_costs(work, out["e2e_latency_s"], output_tokens, real(inputs["gpus"]).astype(float)))
+    return out
+
+
+def evaluate_serving(frame):
+    """Add serving results to every row of `frame`: continuous batching in steady state, aggregated
+    or disaggregated, at a concurrency or as many requests as fit (see dse.perf.serving)."""
+    return _in_slices(frame, _serving)
+
+
+def _serving(cols: dict) -> dict:
+    cols, work, n = resolved(cols, "serving")
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
+        inputs = serving_inputs(work, n)
+        out = blockwise(serving_columns, inputs, n)
+    _reasons(work, out, _invalid(cols, "serving"))
+    # one second of the deployment: its output tokens, on all its GPUs
+    out.update(economics.workload_costs(work, 1.0, out["output_tokens_per_s"], out["serving_gpus"]))
     return out
 
 

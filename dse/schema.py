@@ -236,6 +236,8 @@ REASONS = (
            "that is a multiple of pp"),
     Reason(17, "cp_heads", "cp_comm", "all-to-all context parallelism (cp_comm a2a, a2a+p2p) needs its "
                                       "all-to-all group to divide heads/tp; use cp_comm p2p"),
+    Reason(18, "disaggregation", "prefill_gpus", "disaggregated serving needs whole prefill and decode pools: "
+                                                "prefill_tp must divide prefill_gpus and the heads"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)

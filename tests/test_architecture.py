@@ -18,7 +18,7 @@ STAGES = (
     ("dse.perf", "dse.workload"),
     ("dse.economics",),
     ("dse.evaluate", "dse.optable"),
-    ("dse.space", "dse.store", "dse.pareto", "dse.sweep", "dse.study", "dse.query"),
+    ("dse.space", "dse.store", "dse.pareto", "dse.sweep", "dse.study", "dse.query", "dse.serve"),
     ("dse.validate", "dse.reports", "dse.bench", "dse.listing", "dse.calibrate"),
     ("dse.cli",),
 )

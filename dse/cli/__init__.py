@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "dse.cli.roofline",
     "dse.cli.train",
     "dse.cli.infer",
+    "dse.cli.serve",
     "dse.cli.sweep",
     "dse.cli.pareto",
     "dse.cli.top",

@@ -1,0 +1,239 @@
+"""Serving as engines run it: continuous (in-flight) batching in steady state, aggregated or with
+prefill and decode on separate GPU pools, for N design points at once.
+
+Aggregated (TensorRT-LLM, vLLM, SGLang with chunked prefill). A replica (tp x pp GPUs, experts
+over ep x tp, ep | dp) keeps `c` requests in flight. Every iteration each of them verifies
+1 + spec_draft_tokens tokens and keeps a = 1 + spec_acceptance of them (a = 1 without speculative
+decoding), and the prompts of the requests that replace the finished ones enter in chunks:
+
+    prefill tokens per iteration   P = c * isl * a / osl          (steady state)
+    iteration tokens               c (1 + draft) + P <= max_num_tokens (the engine's token budget)
+    c = min(concurrency / dp, KV capacity, max_num_seqs, max_num_tokens / (1 + draft + isl a / osl))
+    KV capacity   (kv_memory_fraction x capacity - weights - working set) / KV bytes of one request
+                  at isl + osl tokens, rounded up to whole KV blocks of kv_block_tokens
+    iteration     one pass of the c decode sequences and the P prompt tokens together: the GEMMs of
+                  both in one (weights read once), decode attention over the caches at the mean
+                  context isl + osl/2, prefill attention of the chunks; pp stages in turn on c/pp each
+    tpot = iteration / a;  ttft = ceil(isl / prefill room) iterations that carry a chunk of the prompt
+                  (prefill room = max_num_tokens - c (1 + draft)), plus half an iteration waiting for
+                  the next one to start (0.9 of one for the p90), plus the wait for a free slot when
+                  more requests are offered than fit
+    requests/s = dp * c / (request lifetime), lifetime = its prompt's iterations + osl / a iterations
+
+The arrival model is a closed loop at fixed concurrency, as the engines' serving benchmarks run
+(benchmark_serving --max-concurrency, genai-perf): a finished request is replaced at once, so the
+only randomness is where in an iteration a request arrives; `concurrency` blank means as many
+as fit (max-throughput).
+
+Disaggregated (`disaggregated`; DistServe, Dynamo, SGLang PD): `prefill_gpus` run prefill
+instances of prefill_tp GPUs in batches of max_num_tokens, `decode_gpus` run the decode replicas
+(tp, pp, ep) with no prompt work; a request's KV cache crosses from its prefill instance to its
+decode replica, over the scale-up links when both pools share one domain and else over the NICs
+of the prefill instance, before its first token is counted (ttft includes kv_transfer_s). The
+pools serve min(prefill rate, decode rate) requests per second.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from dse import catalog, schema
+from dse.columns import divides, first_failure, not_positive_integers, real
+from dse.perf import layer as L
+from dse.perf import memory as M
+from dse.perf.collectives import Network, Placement
+from dse.perf.inference import Pass, split_by_bound
+from dse.workload import Model
+
+K = catalog.constants()
+RC = schema.REASON_CODE
+
+
+def merged_ops(decode_ops: list, prefill_ops: list) -> list:
+    """One batch of decode and prefill tokens: ops the two passes share (a linear layer, the MoE
+    layer, the element-wise passes) run once over both token sets, so weights are read once; the
+    attention kernels (and MLA's decode-only absorbed GEMMs) stay separate."""
+    out = list(decode_ops)
+    shared = {op.name: i for i, op in enumerate(out) if op.kind != "attention"}
+    for op in prefill_ops:
+        i = shared.get(op.name)
+        twin = out[i] if i is not None else None
+        if twin is None or op.kind == "attention" or twin.timing != op.timing:
+            out.append(op)
+        elif op.timing == "gemm":
+            out[i] = replace(twin, m=twin.m + op.m)
+        elif op.timing == "moe":
+            shape = dict(twin.moe, num_tokens=twin.moe["num_tokens"] + op.moe["num_tokens"],
+                         local_tokens=twin.moe["local_tokens"] + op.moe["local_tokens"])
+            out[i] = replace(twin, moe=shape, flops=twin.flops + op.flops, bytes=twin.bytes + op.bytes)
+        else:
+            out[i] = replace(twin, m=twin.m + op.m, flops=twin.flops + op.flops, bytes=twin.bytes + op.bytes)
+    return out
+
+
+def stage_s(p: Pass, net: Network, place: Placement, decode_seqs, verify, prefill_seqs, isl, ctx, layers_per_stage, pp):
+    """Seconds of one pass of one pipeline stage over `decode_seqs` sequences verifying `verify`
+    tokens each at mean context `ctx` and `prefill_seqs` prompts of `isl` tokens (fractions
+    allowed: a chunk), with the TP all-reduces, the EP all-to-all and the engine's overhead."""
+    m, tp, ep = p.m, p.tp, p.ep
+    dec = L.Shape(decode_seqs, verify, ctx, tp, ep)
+    pre = L.Shape(prefill_seqs, isl, isl, tp, ep)
+    rates = p.rates(True)
+    compute, memory = split_by_bound(merged_ops(p.ops(dec, True), p.ops(pre, False)), rates)
+    hc, hm = split_by_bound([L.serving_head_op(m, decode_seqs + prefill_seqs, tp, p.operand)], rates)
+    tokens = dec.tokens + pre.tokens
+    act_msg = tokens * m.hidden * M.ACT_BYTES
+    all_reduce = np.where(tp > 1, net.all_reduce_s(tp, place.tp_in, act_msg), 0.0)
+    all_to_all = (np.where(ep > 1, net.all_to_all_s(ep, place.ep_in, tokens * m.top_k * m.hidden * M.ACT_BYTES / tp), 0.0)
+                  if np.any(ep > 1) else 0.0)
+    send = np.where(pp > 1, net.p2p_s(place.pp_stride, act_msg / tp), 0.0)
+    comm = layers_per_stage * (m.blocks_per_layer * all_reduce + p.moe * 2 * all_to_all) + send
+    overhead = p.layer_overhead * layers_per_stage + p.launch_overhead * K["kernels_per_pass"]
+    return (compute + memory) * layers_per_stage + hc + hm + comm + overhead
+
+
+def kv_capacity(p: Pass, w, m, tp, pp, ep, ctx, chunk_tokens, layers_per_stage):
+    """(requests one replica holds in its KV cache, weights bytes, KV bytes of one request) per GPU:
+    the engine's share of memory less weights and the working set of a max_num_tokens pass, over
+    the cache of one request at ctx tokens in whole KV blocks."""
+    block = np.maximum(w["kv_block_tokens"], 1.0)
+    ctx_blocks = np.ceil(ctx / block) * block
+    per_request = layers_per_stage * M.cache_bytes_per_sequence(m, tp, p.kv_bytes, ctx_blocks)
+    dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep)
+    weights = (dense_params + expert_params) * p.operand
+    q_local = m.q_dim * (1.0 + m.output_gate) / tp
+    ffn_local = np.maximum(m.ffn, m.moe_ffn * (m.top_k + m.shared_experts)) / tp
+    working = chunk_tokens * (2 * m.hidden + np.maximum(q_local + L.kv_pair_local(m, tp), m.mlp_mats * ffn_local)) * M.ACT_BYTES
+    free = w["kv_memory_fraction"] * p.hw["memory_capacity_bytes"] - weights - working
+    return np.floor(np.maximum(free, 0.0) / per_request), weights, per_request
+
+
+def reason_codes(m, w, tp, pp, dp, ep, gpus):
+    checks = [
+        (RC["split"], np.abs(tp * pp * dp - gpus) > 0.5),
+        (RC["tp_heads"], ~divides(tp, m.heads)),
+        (RC["tp_kv_heads"], ~(divides(tp, m.kv_heads) | divides(m.kv_heads, tp))),
+        (RC["ep_dp"], ~divides(ep, dp)),
+        (RC["ep_experts"], m.is_moe & ~divides(ep, m.experts)),
+        (RC["ep_dense"], (ep > 1) & ~m.is_moe),
+    ]
+    return first_failure(checks, not_positive_integers(tp, pp, dp, ep, w["isl"], w["osl"]), RC["not_integer"])
+
+
+def _iteration(p, net, place, w, m, c, pp, layers_per_stage, prefill_seqs):
+    """Seconds of one engine iteration of a replica holding c requests: pp stages in turn, each on
+    c/pp of them (steady-state pipeline), with `prefill_seqs` prompts (fractions: chunks) riding along."""
+    ctx = w["isl"] + w["osl"] / 2.0
+    return pp * stage_s(p, net, place, c / pp, 1.0 + w["spec_draft_tokens"], prefill_seqs / pp, w["isl"], ctx,
+                        layers_per_stage, pp)
+
+
+def aggregated(w, m, net, tp, pp, dp, ep):
+    """Continuous batching with chunked prefill on one pool (module docstring)."""
+    p = Pass(w, m, tp, ep)
+    place = Placement(p.hw["scaleup_domain"], tp, 1.0, ep, pp, dp)
+    layers = np.ceil(m.layers / pp - 1e-6)
+    isl, osl, budget = w["isl"], w["osl"], w["max_num_tokens"]
+    verify, a = 1.0 + w["spec_draft_tokens"], 1.0 + w["spec_acceptance"]
+    kv_seqs, weights, per_request = kv_capacity(p, w, m, tp, pp, ep, isl + osl, budget, layers)
+    c_cap = np.minimum(np.minimum(kv_seqs, w["max_num_seqs"]), np.floor(budget / (verify + isl * a / osl)))
+    offered = w["concurrency"] / dp
+    c = np.maximum(np.where(np.isnan(offered), c_cap, np.minimum(offered, c_cap)), 1.0)
+    t_iter = _iteration(p, net, place, w, m, c, pp, layers, c * a / osl)     # the steady-state mean iteration
+    room = np.maximum(budget - c * verify, 1.0)                  # prompt tokens one iteration can take
+    chunks = np.ceil(isl / room)
+    t_prompt = _iteration(p, net, place, w, m, c, pp, layers, np.minimum(room, isl) / isl)   # one carrying a chunk
+    lifetime = chunks * t_prompt + osl / a * t_iter
+    waiting = np.maximum(np.nan_to_num(offered, nan=0.0) - c, 0.0)
+    wait = waiting * lifetime / c                                # offered beyond capacity queue for a slot
+    ttft = chunks * t_prompt + wait
+    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft + 0.5 * t_iter, ttft_p90_s=ttft + 0.9 * t_iter,
+                tpot_s=t_iter / a, requests_per_s=dp * c / lifetime,
+                kv_transfer_s=np.zeros_like(t_iter), kv_capacity_seqs=kv_seqs, weights_bytes=weights,
+                kv_cache_bytes=c * per_request, fits_kv=kv_seqs >= 1)
+
+
+def disaggregated(w, m, net, tp, pp, ep):
+    """Prefill and decode on separate pools (module docstring)."""
+    p_tp, p_ep = np.maximum(w["prefill_tp"], 1), np.maximum(w["prefill_ep"], 1)
+    p_gpus, d_gpus = w["prefill_gpus"], w["decode_gpus"]
+    isl, osl, budget = w["isl"], w["osl"], w["max_num_tokens"]
+    verify, a = 1.0 + w["spec_draft_tokens"], 1.0 + w["spec_acceptance"]
+    # prefill instances: batches of whole prompts filling the token budget
+    pre = Pass(w, m, p_tp, p_ep)
+    pre_place = Placement(pre.hw["scaleup_domain"], p_tp, 1.0, p_ep, 1.0, p_gpus / p_tp)
+    batch = np.maximum(np.floor(budget / isl), 1.0)
+    t_pre = stage_s(pre, net, pre_place, 0.0, 1.0, batch, isl, isl, m.layers, 1.0)
+    pre_rate = np.floor(p_gpus / p_tp) * batch / t_pre
+    pre_kv, pre_weights, _ = kv_capacity(pre, w, m, p_tp, 1.0, p_ep, isl, budget, m.layers)
+    # decode replicas: no prompt work, as many requests as fit
+    dp = d_gpus / (tp * pp)
+    dec = Pass(w, m, tp, ep)
+    place = Placement(dec.hw["scaleup_domain"], tp, 1.0, ep, pp, dp)
+    layers = np.ceil(m.layers / pp - 1e-6)
+    kv_seqs, weights, per_request = kv_capacity(dec, w, m, tp, pp, ep, isl + osl, np.maximum(budget / 8, 1), layers)
+    c_cap = np.minimum(np.minimum(kv_seqs, w["max_num_seqs"]), np.floor(budget / verify))
+    offered = w["concurrency"] / dp
+    c = np.maximum(np.where(np.isnan(offered), c_cap, np.minimum(offered, c_cap)), 1.0)
+    t_iter = _iteration(dec, net, place, w, m, c, pp, layers, 0.0)
+    dec_rate = dp * c * a / (osl * t_iter)
+    rate = np.minimum(pre_rate, dec_rate)
+    # the request's KV cache (every layer, every KV head) leaves its prefill instance's GPUs
+    kv_bytes = isl * M.kv_cache_bytes_per_token(m, 1.0, pre.kv_bytes) * m.layers * m.attention_fraction
+    inside = p_gpus + d_gpus <= pre.hw["scaleup_domain"]
+    link = np.where(inside, pre.hw["scaleup_bandwidth_bytes_per_s"],
+                    pre.hw["scaleout_bandwidth_bytes_per_s"] * pre.hw["scaleout_efficiency"])
+    transfer = kv_bytes / (p_tp * link) + np.where(inside, pre.hw["scaleup_latency_s"], pre.hw["scaleout_latency_s"])
+    waiting = np.maximum(np.nan_to_num(offered, nan=0.0) - c, 0.0)
+    wait = waiting * osl / a * t_iter / c
+    ttft = 1.5 * t_pre + transfer + wait                     # its batch, and half a batch before it
+    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft, ttft_p90_s=ttft + 0.4 * t_pre, tpot_s=t_iter / a,
+                requests_per_s=rate, kv_transfer_s=transfer, kv_capacity_seqs=kv_seqs, weights_bytes=weights,
+                kv_cache_bytes=c * per_request, fits_kv=(kv_seqs >= 1) & (pre_kv >= 1),
+                prefill_weights_bytes=pre_weights)
+
+
+def _pick(mask, when_true: dict | None, when_false: dict | None, key):
+    if when_true is None:
+        return when_false[key]
+    if when_false is None:
+        return when_true[key]
+    return np.where(mask, when_true[key], when_false[key])
+
+
+def serving_columns(w: dict) -> dict:
+    m = Model(w)
+    disagg = np.asarray(w["disaggregated"], dtype=bool)
+    gpus, tp, pp, ep = w["gpus"], w["tp"], w["pp"], w["ep"]
+    total = np.where(disagg, w["prefill_gpus"] + w["decode_gpus"], gpus)
+    serving_gpus = np.where(disagg, w["decode_gpus"], gpus)
+    dp = serving_gpus / np.maximum(tp * pp, 1)
+    reason = reason_codes(m, w, tp, pp, np.where(disagg, np.floor(dp), dp), ep, serving_gpus)
+    p_tp = w["prefill_tp"]
+    bad_pool = disagg & (not_positive_integers(w["prefill_gpus"], w["decode_gpus"], p_tp, w["prefill_ep"])
+                         | ~divides(p_tp, w["prefill_gpus"]) | ~divides(p_tp, m.heads))
+    reason = np.where((reason == 0) & bad_pool, RC["disaggregation"], reason).astype(np.int8)
+    tp, pp, ep, dp = (np.maximum(x, 1) for x in (tp, pp, ep, dp))
+    net = Network(w, overhead_s=real(w["collective_overhead_s"]))
+    agg = aggregated(w, m, net, tp, pp, dp, ep) if not np.all(disagg) else None
+    dis = disaggregated(w, m, net, tp, pp, ep) if np.any(disagg) else None
+    out = {k: _pick(disagg, dis, agg, k) for k in ("batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s",
+                                                   "requests_per_s", "kv_transfer_s", "kv_capacity_seqs",
+                                                   "weights_bytes", "kv_cache_bytes", "fits_kv")}
+    oom = (reason == 0) & ~out.pop("fits_kv")
+    reason = np.where(oom, RC["out_of_memory"], reason).astype(np.int8)
+    tokens_per_s = out["requests_per_s"] * w["osl"]
+    out.update(output_tokens_per_s=tokens_per_s, output_tokens_per_s_per_gpu=tokens_per_s / total,
+               output_tokens_per_s_per_user=1.0 / out["tpot_s"], serving_gpus=total,
+               fits=reason == 0, infeasible_code=reason, params=m.total_params, active_params=m.active_params)
+    return out
+
+
+OUTPUT_COLUMNS = (
+    "batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s", "requests_per_s", "output_tokens_per_s",
+    "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "kv_transfer_s", "kv_capacity_seqs",
+    "kv_cache_bytes", "weights_bytes", "serving_gpus", "fits", "infeasible_code", "infeasible_reason",
+    "params", "active_params", "accelerator_cost_usd", "system_capex_usd", "energy_j", "cost_per_run_usd",
+    "cost_per_million_tokens_usd",
+)

@@ -1,0 +1,103 @@
+"""Serving: continuous batching in steady state, latency targets, disaggregated prefill and
+decode (dse.evaluate_serving, dse.serve, `dse serve`)."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dse
+from dse import serve
+
+
+def evaluate(rows) -> pd.DataFrame:
+    return dse.evaluate_serving(pd.DataFrame(rows))
+
+
+BASE = dict(model="llama3-70b", system="h100-sxm", gpus=8, tp=8, isl=1024, osl=1024, framework="vllm")
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["llama3-8b", "llama3-70b", "mixtral-8x7b"]), st.sampled_from(["h100-sxm", "b200"]),
+       st.sampled_from([1, 2, 4, 8]), st.sampled_from([(128, 128), (1024, 1024), (4096, 256)]))
+def test_throughput_per_gpu_never_falls_as_concurrency_grows_while_the_cache_fits(model, system, tp, lengths):
+    isl, osl = lengths
+    rows = [dict(BASE, model=model, system=system, tp=tp, isl=isl, osl=osl, concurrency=(8 // tp) * 2 ** i)
+            for i in range(11)]
+    out = evaluate(rows)
+    held = out["batch"].to_numpy() * (8 // tp) >= out["concurrency"].to_numpy()   # every offered request fits
+    per_gpu = out["output_tokens_per_s_per_gpu"].to_numpy()[held & out["fits"].to_numpy()]
+    assert np.all(np.diff(per_gpu) >= -1e-6 * per_gpu[1:]), per_gpu
+
+
+def test_a_tighter_tpot_target_never_raises_the_best_throughput():
+    results = dse.evaluate_serving(serve.space("llama3-8b", ["h100-sxm"], [8], 1024, 256, framework="vllm"))
+    best = [serve.best(results, tpot_s=t)["output_tokens_per_s_per_gpu"].max() for t in (0.2, 0.05, 0.02, 0.01, 0.005)]
+    best = [b if b == b else 0.0 for b in best]   # no configuration meets it: 0
+    assert all(later <= earlier for earlier, later in zip(best, best[1:])) and best[0] > best[-1]
+
+
+def test_disaggregated_ttft_counts_the_kv_transfer():
+    rows = [dict(BASE, tp=4, gpus=None, disaggregated=True, prefill_gpus=4, prefill_tp=4, decode_gpus=4, isl=isl)
+            for isl in (1024, 8192)]
+    rows.append(dict(BASE, system="gb200", tp=4, gpus=None, disaggregated=True, prefill_gpus=4, prefill_tp=4,
+                     decode_gpus=4))
+    rows.append(dict(BASE, tp=8, gpus=None, disaggregated=True, prefill_gpus=8, prefill_tp=8, decode_gpus=8))
+    out = evaluate(rows)
+    transfer, ttft = out["kv_transfer_s"].to_numpy(), out["ttft_s"].to_numpy()
+    assert (transfer > 0).all() and (ttft > transfer).all()
+    assert transfer[1] > 7 * transfer[0]              # the cache of an 8x longer prompt
+    # 16 GPUs leave an 8-GPU H100 domain: the cache crosses the NICs (50 GB/s), not NVLink (450 GB/s)
+    per_gpu_rate = lambda i, tp: 1024 * 2 * 8 * 128 * 80 * 2 / tp / transfer[i]   # noqa: E731 (bf16 cache bytes)
+    assert per_gpu_rate(3, 8) < 60e9 < per_gpu_rate(0, 4)
+    agg = evaluate([dict(BASE)])
+    assert float(agg["kv_transfer_s"].iloc[0]) == 0.0
+
+
+def test_aggregated_ttft_waits_for_the_prompt_chunks():
+    out = evaluate([dict(BASE, concurrency=64, isl=isl) for isl in (1024, 32768)])
+    chunks = np.ceil(32768 / (8192 - 64))
+    assert out["ttft_s"].iloc[1] > chunks * out["iteration_s"].iloc[1] * 0.9
+
+
+def test_speculative_decoding_multiplies_tokens_per_step():
+    out = evaluate([dict(BASE, concurrency=16), dict(BASE, concurrency=16, spec_draft_tokens=3, spec_acceptance=2.0)])
+    assert out["output_tokens_per_s_per_user"].iloc[1] > 2.0 * out["output_tokens_per_s_per_user"].iloc[0]
+    assert out["tpot_s"].iloc[1] == pytest.approx(out["iteration_s"].iloc[1] / 3.0, rel=1e-6)
+
+
+def test_kv_capacity_bounds_the_batch_and_longer_requests_fit_fewer():
+    out = evaluate([dict(BASE, isl=isl, osl=1024) for isl in (1024, 8192, 32768)])
+    cap = out["kv_capacity_seqs"].to_numpy()
+    assert cap[0] > cap[1] > cap[2] >= 1
+    assert (out["batch"].to_numpy() <= cap).all()
+    tiny = evaluate([dict(BASE, system="a100-40gb", tp=1, gpus=1)])   # 140 GB of weights on 40 GB
+    assert not tiny["fits"].iloc[0] and tiny["infeasible_reason"].iloc[0].startswith("out of memory")
+
+
+def test_a_row_gets_the_same_answer_alone_as_in_a_mixed_block():
+    rows = [dict(BASE, concurrency=256), dict(model="deepseek-v3", system="gb200", gpus=72, tp=1, ep=8, isl=4096,
+                                              osl=1024, framework="sglang", precision="fp8", kv_precision="fp8"),
+            dict(BASE, tp=4, gpus=None, disaggregated=True, prefill_gpus=4, prefill_tp=4, decode_gpus=4)]
+    together = evaluate(rows)
+    for i, row in enumerate(rows):
+        alone = evaluate([row])
+        for col in ("ttft_s", "tpot_s", "output_tokens_per_s_per_gpu"):
+            assert float(alone[col].iloc[0]) == pytest.approx(float(together[col].iloc[i]), rel=1e-6), (i, col)
+
+
+def test_serve_prints_the_best_configuration_and_writes_the_front(tmp_path, capsys):
+    from dse.cli import main
+    code = main(["serve", "llama3-8b", "--system", "h100-sxm,b200", "--gpus", "8", "--isl", "1024", "--osl", "256",
+                 "--tpot-ms", "20", "--out", str(tmp_path / "run")])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "h100-sxm" in text and "b200" in text and "tok/s/GPU" in text
+    front = pd.read_parquet(tmp_path / "run" / "front.parquet")
+    assert len(front) > 2 and (tmp_path / "run" / "front.png").stat().st_size > 10_000
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "keep.txt").write_text("x")
+    assert main(["serve", "llama3-8b", "--system", "h100-sxm", "--gpus", "8", "--out", str(tmp_path / "other")]) == 2
+    assert "holds files of another run" in capsys.readouterr().err
