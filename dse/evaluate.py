@@ -140,6 +140,8 @@ def serving_inputs(work: dict, n: int) -> dict:
     out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in scenario.items()})
     out.update(precision=schema.enum_codes(work, "precision"), kv_precision=schema.enum_codes(work, "kv_precision"),
                topology_code=schema.enum_codes(work, "topology"), disaggregated=as_bool(work, "disaggregated", False),
+               moe_dispatcher=_setting(work, "moe_dispatcher", "code"),
+               moe_a2a_overlap=_setting(work, "moe_a2a_overlap", "bool"),
                flash_attention=_setting(work, "flash_attention", "bool"),
                gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"),
                **{k: _setting(work, k, "float") for k in SERVING_SETTINGS})

@@ -259,6 +259,36 @@ def inference_results() -> pd.DataFrame:
 SUITES["inference"] = inference_results
 
 
+# ---- serving --------------------------------------------------------------------------------
+SERVING_NUMBERS = ("isl", "osl", "concurrency", "prefill_gpus", "prefill_tp", "prefill_ep", "decode_gpus", "tp", "pp",
+                   "ep", "max_num_tokens", "experts")
+
+
+def serving_results() -> pd.DataFrame:
+    """Published serving throughput (steady state, per pool) against `evaluate_serving`."""
+    import dse
+    t = _read_csv("serving.csv")
+    frame = pd.DataFrame({"model": t["dse_model"], "system": t["dse_system"], "framework": t["dse_framework"],
+                          "precision": t["dse_precision"], "kv_precision": t["dse_kv_precision"],
+                          "disaggregated": t["disaggregated"] == "yes", "moe_dispatcher": t["dse_moe_dispatcher"],
+                          "moe_a2a_overlap": t["dse_moe_a2a_overlap"] == "yes",
+                          **{k: t[k].map(_num) for k in SERVING_NUMBERS}})
+    out = dse.evaluate_serving(frame)
+    metric = t["measured_metric_name"]
+    predicted = pd.Series([out[m].iloc[i] for i, m in enumerate(metric)], index=t.index, dtype=float)
+    skip = t["dse_skip"].where(t["dse_skip"] != "", np.where(~out["fits"], "does not fit: " + out["infeasible_reason"].astype(str), ""))
+    res = pd.DataFrame({"id": t["id"], "suite": "serving", "source": t["dse_source_group"], "model": t["model"],
+                        "system": frame["system"], "metric": metric, "unit": t["unit"],
+                        "measured": t["measured_value"].map(_num), "predicted": predicted, "skipped": skip})
+    res["error_pct"] = (res["predicted"] / res["measured"] - 1) * 100
+    res.loc[res["skipped"] != "", ["predicted", "error_pct"]] = np.nan
+    return res[["id", "suite", "source", "model", "system", "metric", "unit", "measured", "predicted",
+                "error_pct", "skipped"]]
+
+
+SUITES["serving"] = serving_results
+
+
 def collect(suites=None) -> pd.DataFrame:
     names = suites or list(SUITES)
     return pd.concat([SUITES[name]() for name in names], ignore_index=True)

@@ -131,6 +131,14 @@ class Placement:
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
+def overlapped_s(comm, window, sm_fraction):
+    """Exposed seconds of communication `comm` run under computation `window` (another micro-batch's:
+    Megatron-Core's 1F1B all-to-all overlap, DualPipe, SGLang's two-batch overlap): what the window
+    cannot hide, plus the window's slowdown while the communication kernels hold `sm_fraction` of
+    the SMs. Never more than `comm` itself."""
+    return np.maximum(comm - window, 0.0) + np.minimum(comm, window) * sm_fraction / (1.0 - sm_fraction)
+
+
 class Network:
     """Per-row network parameters, built once per evaluation from the hardware columns.
 

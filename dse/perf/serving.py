@@ -42,7 +42,7 @@ from dse import catalog, schema
 from dse.columns import divides, first_failure, not_positive_integers, real
 from dse.perf import layer as L
 from dse.perf import memory as M
-from dse.perf.collectives import Network, Placement
+from dse.perf.collectives import Network, Placement, overlapped_s
 from dse.perf.inference import Pass, split_by_bound
 from dse.workload import Model
 
@@ -85,12 +85,24 @@ def stage_s(p: Pass, net: Network, place: Placement, decode_seqs, verify, prefil
     tokens = dec.tokens + pre.tokens
     act_msg = tokens * m.hidden * M.ACT_BYTES
     all_reduce = np.where(tp > 1, net.all_reduce_s(tp, place.tp_in, act_msg), 0.0)
-    all_to_all = (np.where(ep > 1, net.all_to_all_s(ep, place.ep_in, tokens * m.top_k * m.hidden * M.ACT_BYTES / tp), 0.0)
-                  if np.any(ep > 1) else 0.0)
+    kernels = (compute + memory) * layers_per_stage
+    experts = expert_exchange_s(p, net, place, tokens, layers_per_stage, kernels) if np.any(ep > 1) else 0.0
     send = np.where(pp > 1, net.p2p_s(place.pp_stride, act_msg / tp), 0.0)
-    comm = layers_per_stage * (m.blocks_per_layer * all_reduce + p.moe * 2 * all_to_all) + send
+    comm = layers_per_stage * m.blocks_per_layer * all_reduce + experts + send
     overhead = p.layer_overhead * layers_per_stage + p.launch_overhead * K["kernels_per_pass"]
-    return (compute + memory) * layers_per_stage + hc + hm + comm + overhead
+    return kernels + hc + hm + comm + overhead
+
+
+def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_per_stage, kernels):
+    """Exposed dispatch + combine of a pass's MoE layers by the engine's dispatcher (DeepEP-style
+    `flex` sends low-precision tokens in the GEMM format and combines in BF16), under the pass's
+    other computation where the engine overlaps them (`moe_a2a_overlap`: SGLang's two-batch overlap)."""
+    m, ep, w = p.m, p.ep, p.hw
+    flex = w["moe_dispatcher"] == 2
+    element = np.where(flex, (p.operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
+    exchange = net.expert_exchange_s(ep, place.ep_in, tokens * m.hidden * element / p.tp, m.top_k, w["moe_dispatcher"])
+    comm = np.where(ep > 1, layers_per_stage * p.moe * exchange, 0.0)
+    return np.where(w["moe_a2a_overlap"], overlapped_s(comm, kernels, K["comm_sm_fraction"]), comm)
 
 
 def kv_capacity(p: Pass, w, m, tp, pp, ep, ctx, chunk_tokens, layers_per_stage):
@@ -148,8 +160,11 @@ def aggregated(w, m, net, tp, pp, dp, ep):
     waiting = np.maximum(np.nan_to_num(offered, nan=0.0) - c, 0.0)
     wait = waiting * lifetime / c                                # offered beyond capacity queue for a slot
     ttft = chunks * t_prompt + wait
+    rate = dp * c / lifetime
+    gpus = dp * tp * pp
     return dict(batch=c, iteration_s=t_iter, ttft_s=ttft + 0.5 * t_iter, ttft_p90_s=ttft + 0.9 * t_iter,
-                tpot_s=t_iter / a, requests_per_s=dp * c / lifetime,
+                tpot_s=t_iter / a, requests_per_s=rate, prefill_tokens_per_s_per_gpu=rate * isl / gpus,
+                decode_tokens_per_s_per_gpu=rate * osl / gpus,
                 kv_transfer_s=np.zeros_like(t_iter), kv_capacity_seqs=kv_seqs, weights_bytes=weights,
                 kv_cache_bytes=c * per_request, fits_kv=kv_seqs >= 1)
 
@@ -190,6 +205,7 @@ def disaggregated(w, m, net, tp, pp, ep):
     ttft = 1.5 * t_pre + transfer + wait                     # its batch, and half a batch before it
     return dict(batch=c, iteration_s=t_iter, ttft_s=ttft, ttft_p90_s=ttft + 0.4 * t_pre, tpot_s=t_iter / a,
                 requests_per_s=rate, kv_transfer_s=transfer, kv_capacity_seqs=kv_seqs, weights_bytes=weights,
+                prefill_tokens_per_s_per_gpu=pre_rate * isl / p_gpus, decode_tokens_per_s_per_gpu=dec_rate * osl / d_gpus,
                 kv_cache_bytes=c * per_request, fits_kv=(kv_seqs >= 1) & (pre_kv >= 1),
                 prefill_weights_bytes=pre_weights)
 
@@ -220,7 +236,8 @@ def serving_columns(w: dict) -> dict:
     dis = disaggregated(w, m, net, tp, pp, ep) if np.any(disagg) else None
     out = {k: _pick(disagg, dis, agg, k) for k in ("batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s",
                                                    "requests_per_s", "kv_transfer_s", "kv_capacity_seqs",
-                                                   "weights_bytes", "kv_cache_bytes", "fits_kv")}
+                                                   "weights_bytes", "kv_cache_bytes", "fits_kv",
+                                                   "prefill_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu")}
     oom = (reason == 0) & ~out.pop("fits_kv")
     reason = np.where(oom, RC["out_of_memory"], reason).astype(np.int8)
     tokens_per_s = out["requests_per_s"] * w["osl"]
@@ -232,7 +249,8 @@ def serving_columns(w: dict) -> dict:
 
 OUTPUT_COLUMNS = (
     "batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s", "requests_per_s", "output_tokens_per_s",
-    "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "kv_transfer_s", "kv_capacity_seqs",
+    "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "prefill_tokens_per_s_per_gpu",
+    "decode_tokens_per_s_per_gpu", "kv_transfer_s", "kv_capacity_seqs",
     "kv_cache_bytes", "weights_bytes", "serving_gpus", "fits", "infeasible_code", "infeasible_reason",
     "params", "active_params", "accelerator_cost_usd", "system_capex_usd", "energy_j", "cost_per_run_usd",
     "cost_per_million_tokens_usd",

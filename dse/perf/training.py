@@ -26,7 +26,7 @@ from dse.perf import memory as M
 from dse.perf import mixers as X
 from dse.perf import roofline as R
 from dse.catalog.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s
-from dse.perf.collectives import Network, Placement, ranks_per_domain
+from dse.perf.collectives import Network, Placement, overlapped_s, ranks_per_domain
 from dse.workload import Model
 
 K = catalog.constants()
@@ -146,9 +146,7 @@ def ep_exposed(w, layer, ep_fwd, full):
     comm = 2 * ep_fwd + np.where(full, ep_fwd, 0.0)
     if not np.any(w["moe_a2a_overlap"]):
         return comm
-    window = layer.fwd + layer.bwd
-    sm = K["comm_sm_fraction"]
-    overlapped = np.maximum(comm - window, 0.0) + np.minimum(comm, window) * sm / (1 - sm)
+    overlapped = overlapped_s(comm, layer.fwd + layer.bwd, K["comm_sm_fraction"])
     return np.where(w["moe_a2a_overlap"], overlapped, comm)
 
 
