@@ -27,10 +27,11 @@ def _targets(args):
 
 
 def _mapping(r) -> str:
+    ep = f" ep{int(r['ep'])}" if r["ep"] > 1 else ""
     if r["disaggregated"]:
         return (f"disagg: prefill {int(r['prefill_gpus'])} GPUs (tp{int(r['prefill_tp'])}), "
-                f"decode {int(r['decode_gpus'])} GPUs (tp{int(r['tp'])} pp{int(r['pp'])} ep{int(r['ep'])})")
-    return f"tp{int(r['tp'])} pp{int(r['pp'])} ep{int(r['ep'])} x{int(r['gpus'] // (r['tp'] * r['pp']))}"
+                f"decode {int(r['decode_gpus'])} GPUs (tp{int(r['tp'])} pp{int(r['pp'])}{ep})")
+    return f"tp{int(r['tp'])} pp{int(r['pp'])}{ep} x{int(r['gpus'] // (r['tp'] * r['pp']))}"
 
 
 def _out_dir(path: str, request: dict) -> Path:

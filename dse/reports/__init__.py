@@ -26,6 +26,7 @@ REPORTS = {
     "inference-roofline": "dse.reports.inference_roofline",
     "dram-scaling": "dse.reports.dram_scaling",
     "moe-ep": "dse.reports.moe_ep",
+    "serving": "dse.reports.serving",
     "network-topology": "dse.reports.network_topology",
     "chiplet-cost": "dse.reports.chiplet_cost",
 }
