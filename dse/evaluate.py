@@ -90,8 +90,9 @@ def training_inputs(work: dict, n: int) -> dict:
     global_batch = f("global_batch")
     global_batch = np.where(np.isnan(global_batch), dp * micro_batch, global_batch)
     out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
+    etp = f("etp")
     degrees = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch,
-                   global_batch=global_batch)
+                   global_batch=global_batch, etp=np.where(np.isnan(etp), tp, etp))
     out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in degrees.items()})
     out.update(precision=schema.enum_codes(work, "precision"), recompute=_setting(work, "recompute", "code"),
                sp=_sequence_parallel(work, tp), topology_code=schema.enum_codes(work, "topology"),

@@ -218,7 +218,8 @@ REASONS = (
     Reason(4, "pp_layers", "pp", "pp*vp must divide layers"),
     Reason(5, "global_batch", "global_batch", "dp*micro_batch must divide global_batch"),
     Reason(6, "batch", "batch", "dp must divide batch (each replica serves batch/dp sequences)"),
-    Reason(7, "ep_dp", "ep", "ep must divide dp (experts are sharded inside the data-parallel group)"),
+    Reason(7, "ep_dp", "ep", "ep x etp must divide tp x cp x dp (training; serving: ep must divide dp): the expert "
+                             "layers fold a pipeline stage's ranks"),
     Reason(8, "ep_experts", "ep", "ep must divide experts"),
     Reason(9, "cp_seq_len", "cp", "cp must divide seq_len"),
     Reason(10, "ep_dense", "ep", "ep > 1 needs a mixture-of-experts model"),

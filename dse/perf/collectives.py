@@ -16,8 +16,9 @@ beta = achievable bandwidth per GPU per direction (link bandwidth x link efficie
 
 Placement rule (documented and applied by the performance models): ranks are numbered with
 TP innermost (consecutive GPUs, inside the scale-up domain), then CP, then EP, then PP, and DP
-outermost. A group whose members are `stride` GPUs apart has min(n, domain // stride) members
-in one scale-up domain (`ranks_per_domain`); the rest of the group is reached over the
+outermost; the expert layers fold those ranks again (Megatron-Core parallel folding): expert-
+tensor-parallel (etp) innermost, then EP, so EP ranks sit etp GPUs apart. A group whose
+members are `stride` GPUs apart has min(n, domain // stride) members in one scale-up domain (`ranks_per_domain`); the rest of the group is reached over the
 scale-out network, where every GPU has its own NIC (rail-optimised fat tree), or over the torus
 links. The `Network` methods take that in-domain count `g` directly, so a caller can compose
 layouts of several levels (a DP group made of EP ranks and outer DP ranks).
@@ -95,8 +96,9 @@ class Placement:
     then PP, DP outermost; for every group, how many of its members share one scale-up domain
     (`*_in`) and the stride between pipeline neighbours. The only place strides are computed."""
 
-    def __init__(self, domain, tp, cp, ep, pp, dp, hierarchical=True):
+    def __init__(self, domain, tp, cp, ep, pp, dp, hierarchical=True, etp=None):
         self.domain, self.tp, self.cp, self.ep, self.pp, self.dp = domain, tp, cp, ep, pp, dp
+        self.etp = tp if etp is None else etp
         self.hierarchical = hierarchical
         self.cp_stride = tp
         self.pp_stride = tp * cp * ep
@@ -107,7 +109,9 @@ class Placement:
 
     @cached_property
     def ep_in(self):
-        return ranks_per_domain(self.ep, self.tp * self.cp, self.domain)
+        # Megatron-Core's parallel folding: the expert layers regroup a pipeline stage's tp x cp x dp
+        # ranks as etp x ep x edp (RankGenerator order tp-ep-dp-pp), so EP ranks sit etp apart
+        return ranks_per_domain(self.ep, self.etp, self.domain)
 
     # Dense DP group = the cp x dp ranks (CP at stride tp, EP ranks at stride tp*cp, outer DP at
     # stride tp*cp*ep*pp); the expert DP group is the outer DP ranks only. A framework that runs DP
@@ -125,7 +129,9 @@ class Placement:
 
     @cached_property
     def expert_dp_in(self):
-        return np.where(self.hierarchical, self._outer[1], 1.0)
+        # the stage's tp x cp / etp expert-DP ranks sit ep x etp apart, then the outer DP ranks
+        block = ranks_per_domain(self.tp * self.cp / self.etp, self.ep * self.etp, self.domain)
+        return np.where(self.hierarchical, block * self._outer[1], 1.0)
 
 
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")

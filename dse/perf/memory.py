@@ -80,15 +80,16 @@ def inflight_layers(layers, pp, vp, microbatches):
     return layers / pp * np.minimum(pp, microbatches) * interleave
 
 
-def parameters_per_gpu(model, tp, pp, ep):
-    """(dense, expert) parameters held by the most loaded pipeline stage of one GPU.
+def parameters_per_gpu(model, tp, pp, ep, etp=None):
+    """(dense, expert) parameters held by the most loaded pipeline stage of one GPU; experts are
+    split over etp x ep GPUs (etp: the expert-tensor-parallel degree, tp unless given).
 
     Both end stages hold the vocabulary matrix (input embedding, output layer or its tied copy);
     a single stage holds both unless they are tied."""
     layers_per_stage = model.layers / pp
     dense_per_layer = (model.mixer_params + (model.dense_layers * model.dense_mlp_params
                        + model.moe_layers * model.moe_replicated_params) / model.layers) / tp
-    expert_per_layer = model.moe_layers * model.expert_params / model.layers / (tp * ep)
+    expert_per_layer = model.moe_layers * model.expert_params / model.layers / ((tp if etp is None else etp) * ep)
     vocab = model.embedding_params / tp + np.where((pp == 1) & ~model.tied, model.output_params / tp, 0.0)
     return layers_per_stage * dense_per_layer + vocab, layers_per_stage * expert_per_layer
 

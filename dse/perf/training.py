@@ -41,7 +41,7 @@ def reason_codes(m, w):
         (RC["tp_kv_heads"], ~(divides(tp, m.kv_heads) | divides(m.kv_heads, tp))),
         (RC["pp_layers"], ~divides(pp * vp, m.layers)),
         (RC["global_batch"], ~divides(dp * w["micro_batch"], w["global_batch"])),
-        (RC["ep_dp"], ~divides(ep, dp)),
+        (RC["ep_dp"], ~divides(ep * w["etp"], tp * cp * dp)),
         (RC["ep_experts"], m.is_moe & ~divides(ep, m.experts)),
         (RC["cp_seq_len"], ~divides(cp, m.seq_len)),
         (RC["cp_heads"], (w["cp_comm"] >= 2) & ~divides(cp_a2a_group(w["scaleup_domain"], cp, tp, w["cp_comm"]),
@@ -64,8 +64,10 @@ def _only_where(mask, compute, otherwise=np.float32(0.0)):
 class Layer:
     """Forward and backward seconds of one layer (and of the head) for one micro-batch, by kind."""
 
-    def __init__(self, m, w, rates, tp, ep, cp, b):
+    def __init__(self, m, w, rates, tp, ep, cp, b, etp):
         s = L.Shape(seqs=b, q_len=m.seq_len / cp, ctx=m.seq_len, tp=tp, ep=ep)
+        # the experts see the TP group's tokens split over tp/etp ranks, each expert over etp
+        experts = L.Shape(seqs=b * etp / tp, q_len=m.seq_len / cp, ctx=m.seq_len, tp=etp, ep=ep)
         flash, precision = w["flash_attention"], w["precision"]
         operand = L.GEMM_OPERAND_BYTES[precision]
         dense, moe = L.layer_shares(m)
@@ -73,7 +75,7 @@ class Layer:
         backward = np.where(flash, np.float32(K["flash_backward_factor"]), np.float32(K["unfused_backward_factor"]))
         ops = X.attention_projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
         if np.any(m.is_moe):
-            ops += L.moe_ops(m, s, operand, moe, w["moe_imbalance"])
+            ops += L.moe_ops(m, experts, operand, moe, w["moe_imbalance"])
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
@@ -242,12 +244,17 @@ def cp_comm(net, place, m, w, cp, tp, tokens, layer):
     return fwd, bwd
 
 
-def memory_parts(m, w, tp, pp, dp, cp, ep, vp, b, microbatches, tokens):
+def expert_dp(tp, cp, dp, ep, etp):
+    """Ranks holding the same expert shard: a stage's tp x cp x dp ranks over etp x ep."""
+    return np.maximum(tp * cp * dp / (ep * etp), 1.0)
+
+
+def memory_parts(m, w, tp, pp, dp, cp, ep, vp, b, microbatches, tokens, etp):
     """(weights, grads, optimizer, activations) bytes per GPU and the (dense, expert) parameters."""
-    dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep)
+    dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep, etp)
     layer_full = (m.mixer_params + m.dense_mlp_params) / tp
     weights, grads, optimizer = M.model_state_bytes(dense_params, expert_params, w["zero"], dp * cp,
-                                                    np.maximum(dp / ep, 1) * cp, layer_full)
+                                                    expert_dp(tp, cp, dp, ep, etp), layer_full)
     _, moe = L.layer_shares(m)
     act_layer = M.activation_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"],
                                              w["flash_attention"], moe)
@@ -262,14 +269,14 @@ def expert_only(moe, seconds, like):
     return np.where(moe, seconds, 0.0).astype(np.result_type(like), copy=False)
 
 
-def dp_comm(net, place, m, w, dp, cp, ep, microbatches, params, fwd_mb, bwd_mb, layers_per_stage):
+def dp_comm(net, place, m, w, dp, cp, ep, microbatches, params, fwd_mb, bwd_mb, layers_per_stage, n_expert):
     """Exposed data-parallel communication per step: all-reduce of gradients (ZeRO 0), reduce-scatter
     of gradients and all-gather of parameters (ZeRO 1-3, per micro-batch from ZeRO 2/3), hidden
     behind the backward (gradients) or forward (parameters) except the last layer's bucket. Expert
     collectives only on MoE rows (a dense row in a block with MoE rows sends no zero-byte collective)."""
     dense_params, expert_params = params
     zero, moe = w["zero"], m.is_moe
-    n_dense, n_expert = dp * cp, dp / ep
+    n_dense = dp * cp
     grad_dense, grad_expert = dense_params * M.GRAD_BYTES, expert_params * M.GRAD_BYTES
     param_dense, param_expert = dense_params * M.WEIGHT_BYTES, expert_params * M.WEIGHT_BYTES
     d_in, e_in = place.dense_dp_in, place.expert_dp_in
@@ -310,12 +317,12 @@ def training_columns(w: dict) -> dict:
     m = Model(w)
     reason = reason_codes(m, w)
     # Keep the arithmetic finite on infeasible rows; they are flagged, not dropped.
-    tp, pp, dp, cp, ep, vp, b = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch"))
+    tp, pp, dp, cp, ep, vp, b, etp = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "cp", "ep", "vp", "micro_batch", "etp"))
     microbatches = np.maximum(w["global_batch"] / (dp * b), 1)
     hw = w  # a Block: hardware columns are read (and expanded) where a formula uses them
     net = Network(w)
-    place = Placement(hw["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"])
-    layer = Layer(m, w, R.Rates.of(hw, w["precision"]), tp, ep, cp, b)
+    place = Placement(hw["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp)
+    layer = Layer(m, w, R.Rates.of(hw, w["precision"]), tp, ep, cp, b, etp)
     hidden_split = np.where(w["sp"], tp, 1.0)
     act_msg = layer.tokens * m.hidden * M.ACT_BYTES
     tp_fwd, tp_bwd, all_gather = tp_comm(net, place, w, tp, layer, act_msg)
@@ -342,14 +349,15 @@ def training_columns(w: dict) -> dict:
     bubble = (pp - 1) * (t_mb / vp + 2 * p2p)
 
     weights, grads, optimizer, activations, dense_params, expert_params = memory_parts(
-        m, w, tp, pp, dp, cp, ep, vp, b, microbatches, layer.tokens)
+        m, w, tp, pp, dp, cp, ep, vp, b, microbatches, layer.tokens, etp)
     mem = weights + grads + optimizer + activations
     fwd_mb = layers_per_stage * (layer.fwd + tp_fwd) + layer.logits
+    n_expert = expert_dp(tp, cp, dp, ep, etp)
     dp_s = dp_comm(net, place, m, w, dp, cp, ep, microbatches, (dense_params, expert_params),
-                   fwd_mb, t_mb - fwd_mb, layers_per_stage)
+                   fwd_mb, t_mb - fwd_mb, layers_per_stage, n_expert)
     sharded = w["zero"] >= 1
     opt_params = (np.where(sharded, dense_params / (dp * cp), dense_params)
-                  + np.where(sharded, expert_params / (np.maximum(dp / ep, 1) * cp), expert_params))
+                  + np.where(sharded, expert_params / n_expert, expert_params))
     optimizer_s = R.stream_time_s(opt_params * K["optimizer_traffic_bytes"], hw["memory_bandwidth_bytes_per_s"],
                                   hw["memory_efficiency"])
     gpu_step = microbatches * t_mb + bubble + pp_comm + dp_s + optimizer_s
