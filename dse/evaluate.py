@@ -135,6 +135,7 @@ def serving_inputs(work: dict, n: int) -> dict:
     gpus = np.where(np.isnan(gpus), tp * pp * np.where(np.isnan(f("dp")), 1.0, f("dp")), gpus)
     out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
     scenario = dict(gpus=gpus, tp=tp, pp=pp, ep=ep, isl=f("isl"), osl=f("osl"), concurrency=f("concurrency"),
+                    request_rate=f("request_rate"), isl_std=f("isl_std"),
                     spec_draft_tokens=f("spec_draft_tokens"), spec_acceptance=f("spec_acceptance"),
                     prefill_gpus=f("prefill_gpus"), decode_gpus=f("decode_gpus"), prefill_tp=f("prefill_tp"),
                     prefill_ep=f("prefill_ep"))

@@ -239,6 +239,8 @@ REASONS = (
                                       "all-to-all group to divide heads/tp; use cp_comm p2p"),
     Reason(18, "disaggregation", "prefill_gpus", "disaggregated serving needs whole prefill and decode pools: "
                                                 "prefill_tp must divide prefill_gpus and the heads"),
+    Reason(19, "overloaded", "request_rate", "the offered request rate exceeds what the deployment serves; "
+                                             "lower request_rate or add GPUs"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)

@@ -101,3 +101,32 @@ def test_serve_prints_the_best_configuration_and_writes_the_front(tmp_path, caps
     (tmp_path / "other" / "keep.txt").write_text("x")
     assert main(["serve", "llama3-8b", "--system", "h100-sxm", "--gpus", "8", "--out", str(tmp_path / "other")]) == 2
     assert "holds files of another run" in capsys.readouterr().err
+
+
+def test_a_serving_space_sweeps_like_any_other(tmp_path):
+    from pathlib import Path
+
+    from dse.cli import main
+    space = Path(__file__).resolve().parents[1] / "spaces" / "serve-llama3-70b.yaml"
+    assert main(["sweep", str(space), "--out", str(tmp_path / "sweep"), "--jobs", "1"]) == 0
+    rows = dse.read_results(str(tmp_path / "sweep"))
+    rows = rows.to_pandas() if hasattr(rows, "to_pandas") else rows
+    assert len(rows) > 1000 and {"ttft_s", "tpot_s", "output_tokens_per_s_per_gpu"} <= set(rows.columns)
+    assert rows["fits"].any()
+
+
+def test_an_open_loop_rate_is_served_until_it_exceeds_capacity():
+    rates = (0.5, 2.0, 5.0, 50.0)
+    out = evaluate([dict(BASE, request_rate=r) for r in rates])
+    served, fits = out["requests_per_s"].to_numpy(), out["fits"].to_numpy()
+    assert fits[:3].all() and served[:3] == pytest.approx(rates[:3], rel=1e-5)
+    assert np.all(np.diff(out["batch"].to_numpy()[:3]) > 0)             # Little's law: more in flight
+    assert not fits[3] and out["infeasible_reason"].iloc[3].startswith("the offered request rate exceeds")
+    assert served[3] < 50.0
+    assert (out["ttft_p90_s"] >= out["ttft_s"]).all()
+
+
+def test_a_spread_of_prompt_lengths_lengthens_the_p90_ttft_once_prompts_span_chunks():
+    out = evaluate([dict(BASE, concurrency=64, isl=8000, isl_std=s) for s in (0.0, 2000.0)])
+    assert out["ttft_p90_s"].iloc[1] > out["ttft_p90_s"].iloc[0]
+    assert out["ttft_s"].iloc[1] == pytest.approx(out["ttft_s"].iloc[0], rel=1e-9)

@@ -20,10 +20,13 @@ decoding), and the prompts of the requests that replace the finished ones enter 
                   more requests are offered than fit
     requests/s = dp * c / (request lifetime), lifetime = its prompt's iterations + osl / a iterations
 
-The arrival model is a closed loop at fixed concurrency, as the engines' serving benchmarks run
+Arrivals: a closed loop at fixed `concurrency`, as the engines' serving benchmarks run
 (benchmark_serving --max-concurrency, genai-perf): a finished request is replaced at once, so the
-only randomness is where in an iteration a request arrives; `concurrency` blank means as many
-as fit (max-throughput).
+only randomness is where in an iteration a request arrives; or an open loop at `request_rate`
+(Poisson arrivals), whose requests in flight follow by Little's law (c = rate x lifetime, solved
+by fixed-point iteration) and which is `overloaded` where even the capacity cannot serve it; with
+neither, as many as fit (max-throughput). `isl_std` spreads the prompt lengths: the 90th-percentile
+TTFT serves a prompt 1.28 spreads longer.
 
 Disaggregated (`disaggregated`; DistServe, Dynamo, SGLang PD): `prefill_gpus` run prefill
 instances of prefill_tp GPUs in batches of max_num_tokens, `decode_gpus` run the decode replicas
@@ -48,6 +51,7 @@ from dse.workload import Model
 
 K = catalog.constants()
 RC = schema.REASON_CODE
+P90_Z = 1.2816   # the 90th percentile of a normal distribution, in standard deviations
 
 
 def merged_ops(decode_ops: list, prefill_ops: list) -> list:
@@ -152,17 +156,32 @@ def aggregated(w, m, net, tp, pp, dp, ep):
     c_cap = np.minimum(np.minimum(kv_seqs, w["max_num_seqs"]), np.floor(budget / (verify + isl * a / osl)))
     offered = w["concurrency"] / dp
     c = np.maximum(np.where(np.isnan(offered), c_cap, np.minimum(offered, c_cap)), 1.0)
-    t_iter = _iteration(p, net, place, w, m, c, pp, layers, c * a / osl)     # the steady-state mean iteration
-    room = np.maximum(budget - c * verify, 1.0)                  # prompt tokens one iteration can take
-    chunks = np.ceil(isl / room)
-    t_prompt = _iteration(p, net, place, w, m, c, pp, layers, np.minimum(room, isl) / isl)   # one carrying a chunk
-    lifetime = chunks * t_prompt + osl / a * t_iter
+
+    def steady(c):
+        """(mean iteration, iteration carrying a prompt chunk, chunks per prompt, request lifetime) at c."""
+        t_iter = _iteration(p, net, place, w, m, c, pp, layers, c * a / osl)
+        room = np.maximum(budget - c * verify, 1.0)              # prompt tokens one iteration can take
+        t_prompt = _iteration(p, net, place, w, m, c, pp, layers, np.minimum(room, isl) / isl)
+        chunks = np.ceil(isl / room)
+        return t_iter, t_prompt, chunks, chunks * t_prompt + osl / a * t_iter
+
+    t_iter, t_prompt, chunks, lifetime = steady(c)
+    arrivals = w["request_rate"] / dp                            # open loop: requests per second per replica
+    overloaded = np.zeros(np.shape(c), dtype=bool)
+    if np.any(~np.isnan(arrivals)):                              # Little's law: in flight = rate x lifetime
+        overloaded = arrivals * lifetime > c_cap                 # more than the replica holds at capacity
+        for _ in range(4):
+            c = np.where(np.isnan(arrivals), c, np.clip(arrivals * lifetime, 1.0, np.maximum(c_cap, 1.0)))
+            t_iter, t_prompt, chunks, lifetime = steady(c)
     waiting = np.maximum(np.nan_to_num(offered, nan=0.0) - c, 0.0)
     wait = waiting * lifetime / c                                # offered beyond capacity queue for a slot
     ttft = chunks * t_prompt + wait
-    rate = dp * c / lifetime
+    room = np.maximum(budget - c * verify, 1.0)
+    long_prompt = np.ceil((isl + P90_Z * w["isl_std"]) / room) * t_prompt   # a 90th-percentile prompt
+    rate = np.where(np.isnan(arrivals), dp * c / lifetime, np.minimum(w["request_rate"], dp * c / lifetime))
     gpus = dp * tp * pp
-    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft + 0.5 * t_iter, ttft_p90_s=ttft + 0.9 * t_iter,
+    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft + 0.5 * t_iter,
+                ttft_p90_s=long_prompt + wait + 0.9 * t_iter, overloaded=overloaded,
                 tpot_s=t_iter / a, requests_per_s=rate, prefill_tokens_per_s_per_gpu=rate * isl / gpus,
                 decode_tokens_per_s_per_gpu=rate * osl / gpus,
                 kv_transfer_s=np.zeros_like(t_iter), kv_capacity_seqs=kv_seqs, weights_bytes=weights,
@@ -203,7 +222,11 @@ def disaggregated(w, m, net, tp, pp, ep):
     waiting = np.maximum(np.nan_to_num(offered, nan=0.0) - c, 0.0)
     wait = waiting * osl / a * t_iter / c
     ttft = 1.5 * t_pre + transfer + wait                     # its batch, and half a batch before it
-    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft, ttft_p90_s=ttft + 0.4 * t_pre, tpot_s=t_iter / a,
+    p90 = ttft + 0.4 * t_pre + P90_Z * w["isl_std"] / isl * (t_pre + transfer)   # a longer prompt, later in a batch
+    offered_rate = w["request_rate"]
+    overloaded = ~np.isnan(offered_rate) & (offered_rate > rate)
+    rate = np.where(np.isnan(offered_rate), rate, np.minimum(offered_rate, rate))
+    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft, ttft_p90_s=p90, tpot_s=t_iter / a, overloaded=overloaded,
                 requests_per_s=rate, kv_transfer_s=transfer, kv_capacity_seqs=kv_seqs, weights_bytes=weights,
                 prefill_tokens_per_s_per_gpu=pre_rate * isl / p_gpus, decode_tokens_per_s_per_gpu=dec_rate * osl / d_gpus,
                 kv_cache_bytes=c * per_request, fits_kv=(kv_seqs >= 1) & (pre_kv >= 1),
@@ -236,10 +259,11 @@ def serving_columns(w: dict) -> dict:
     dis = disaggregated(w, m, net, tp, pp, ep) if np.any(disagg) else None
     out = {k: _pick(disagg, dis, agg, k) for k in ("batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s",
                                                    "requests_per_s", "kv_transfer_s", "kv_capacity_seqs",
-                                                   "weights_bytes", "kv_cache_bytes", "fits_kv",
+                                                   "weights_bytes", "kv_cache_bytes", "fits_kv", "overloaded",
                                                    "prefill_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu")}
     oom = (reason == 0) & ~out.pop("fits_kv")
     reason = np.where(oom, RC["out_of_memory"], reason).astype(np.int8)
+    reason = np.where((reason == 0) & out.pop("overloaded"), RC["overloaded"], reason).astype(np.int8)
     tokens_per_s = out["requests_per_s"] * w["osl"]
     out.update(output_tokens_per_s=tokens_per_s, output_tokens_per_s_per_gpu=tokens_per_s / total,
                output_tokens_per_s_per_user=1.0 / out["tpot_s"], serving_gpus=total,

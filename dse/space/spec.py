@@ -17,12 +17,12 @@ from dse.errors import ConfigError
 TOP_KEYS = ("name", "description", "evaluator", "seed", "chunk_size", "fixed", "axes", "constraints")
 AXIS_KINDS = ("values", "range", "pow2", "divisors_of", "derive")
 AXIS_EXTRA = {"values": (), "range": ("step",), "pow2": (), "divisors_of": (), "derive": ("real",)}
-EVALUATORS = ("training", "inference")
+EVALUATORS = ("training", "inference", "serving")
 # Registered evaluators: the names a space file may give, each one of dse's own functions (also
 # accepted under that dotted spelling). Any other `package.module:function` names code to import
 # and run: the sweep refuses it unless the caller allows it (see `code_evaluator`).
 REGISTERED_EVALUATORS = {"training": "dse:evaluate_training", "inference": "dse:evaluate_inference",
-                         "toy": "dse.sweep:evaluate_toy"}
+                         "serving": "dse:evaluate_serving", "toy": "dse.sweep:evaluate_toy"}
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
