@@ -245,14 +245,17 @@ def test_topology_rows_in_one_batch_are_independent():
 # ---- placement --------------------------------------------------------------------------------------
 def brute_force_in_domain(domain, tp, cp, ep, pp, dp):
     """Number every GPU TP innermost, then CP, EP, PP, outer DP (dp counts the EP ranks: dp = ep x
-    outer dp) and count, for GPU 0's groups, the members in GPU 0's scale-up domain."""
+    outer dp) and count, for GPU 0's groups, the members in GPU 0's scale-up domain. The expert
+    layers fold the stage's tp x cp x ep contiguous GPUs as etp x ep x expert-dp in GPU order
+    (Megatron-Core parallel folding, etp = tp): EP ranks etp apart, expert-DP ranks etp x ep apart."""
     outer = dp // ep
     def rank(t, c, e, p, o):
         return t + tp * (c + cp * (e + ep * (p + pp * o)))
+    etp = tp
     tp_group = [rank(t, 0, 0, 0, 0) for t in range(tp)]
-    ep_group = [rank(0, 0, e, 0, 0) for e in range(ep)]
+    ep_group = [i * etp for i in range(ep)]
     dense_dp = [rank(0, c, e, 0, o) for c, e, o in itertools.product(range(cp), range(ep), range(outer))]
-    expert_dp = [rank(0, 0, 0, 0, o) for o in range(outer)]
+    expert_dp = [i * etp * ep + rank(0, 0, 0, 0, o) for i in range(tp * cp // etp) for o in range(outer)]
     inside = lambda group: sum(r // domain == 0 for r in group)
     return {"tp_in": inside(tp_group), "ep_in": inside(ep_group), "dense_dp_in": inside(dense_dp),
             "expert_dp_in": inside(expert_dp), "pp_stride": rank(0, 0, 0, 1, 0) if pp > 1 else tp * cp * ep,
@@ -361,12 +364,12 @@ def test_network_time_never_falls_when_bandwidth_falls(domain, k, m, factor, top
 
 
 def test_non_power_of_two_domain_takes_the_slowest_groups_count():
-    # NVL72, TP 4 x CP 4 = 16-GPU blocks, EP 8 at stride 16: EP groups starting at offsets 0-7 have
+    # NVL72, EP 8 at stride 16 (expert-tensor-parallel 16): EP groups starting at offsets 0-7 have
     # 5 members in the first 72 GPUs, those at 8-15 have 4; the model uses floor(72/16) = 4.
-    tp, cp, ep = 4, 4, 8
-    counts = [sum((o + tp * cp * e) < 72 for e in range(ep)) for o in range(tp * cp)]
+    tp, cp, ep, etp = 4, 4, 8, 16
+    counts = [sum((o + etp * e) < 72 for e in range(ep)) for o in range(etp)]
     assert sorted(set(counts)) == [4, 5]
-    p = Placement(f([72]), f([tp]), f([cp]), f([ep]), f([1]), f([ep]))
+    p = Placement(f([72]), f([tp]), f([cp]), f([ep]), f([1]), f([ep]), etp=f([etp]))
     assert p.ep_in[0] == min(counts)
 
 
