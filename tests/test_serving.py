@@ -130,3 +130,11 @@ def test_a_spread_of_prompt_lengths_lengthens_the_p90_ttft_once_prompts_span_chu
     out = evaluate([dict(BASE, concurrency=64, isl=8000, isl_std=s) for s in (0.0, 2000.0)])
     assert out["ttft_p90_s"].iloc[1] > out["ttft_p90_s"].iloc[0]
     assert out["ttft_s"].iloc[1] == pytest.approx(out["ttft_s"].iloc[0], rel=1e-9)
+
+
+def test_p90_tpot_is_a_chunk_carrying_step_when_prompts_ride_along_often():
+    out = evaluate([dict(BASE, concurrency=c, isl=4096, osl=256) for c in (1, 64, 256)])
+    tpot, p90 = out["tpot_s"].to_numpy(), out["tpot_p90_s"].to_numpy()
+    assert p90[0] == pytest.approx(tpot[0], rel=1e-9)    # a prompt in 1 of 256 steps
+    assert p90[1] > tpot[1]                              # in a quarter of them: the p90 step carries one
+    assert p90[2] == pytest.approx(tpot[2], rel=1e-6)    # in every step: the mean step is that step

@@ -14,7 +14,8 @@ decoding), and the prompts of the requests that replace the finished ones enter 
     iteration     one pass of the c decode sequences and the P prompt tokens together: the GEMMs of
                   both in one (weights read once), decode attention over the caches at the mean
                   context isl + osl/2, prefill attention of the chunks; pp stages in turn on c/pp each
-    tpot = iteration / a;  ttft = ceil(isl / prefill room) iterations that carry a chunk of the prompt
+    tpot = iteration / a (p90: an iteration carrying a prompt chunk, once a tenth of them do);
+    ttft = ceil(isl / prefill room) iterations that carry a chunk of the prompt
                   (prefill room = max_num_tokens - c (1 + draft)), plus half an iteration waiting for
                   the next one to start (0.9 of one for the p90), plus the wait for a free slot when
                   more requests are offered than fit
@@ -180,7 +181,11 @@ def aggregated(w, m, net, tp, pp, dp, ep):
     long_prompt = np.ceil((isl + P90_Z * w["isl_std"]) / room) * t_prompt   # a 90th-percentile prompt
     rate = np.where(np.isnan(arrivals), dp * c / lifetime, np.minimum(w["request_rate"], dp * c / lifetime))
     gpus = dp * tp * pp
-    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft + 0.5 * t_iter,
+    # a token's step carries a prompt chunk in the share of iterations that do: the p90 TPOT is that
+    # iteration's once more than a tenth of them carry one
+    chunked = np.minimum(c * a / osl * isl / np.minimum(room, isl), 1.0)
+    tpot_p90 = np.where(chunked > 0.1, t_prompt, t_iter) / a
+    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft + 0.5 * t_iter, tpot_p90_s=tpot_p90,
                 ttft_p90_s=long_prompt + wait + 0.9 * t_iter, overloaded=overloaded,
                 tpot_s=t_iter / a, requests_per_s=rate, prefill_tokens_per_s_per_gpu=rate * isl / gpus,
                 decode_tokens_per_s_per_gpu=rate * osl / gpus,
@@ -226,7 +231,8 @@ def disaggregated(w, m, net, tp, pp, ep):
     offered_rate = w["request_rate"]
     overloaded = ~np.isnan(offered_rate) & (offered_rate > rate)
     rate = np.where(np.isnan(offered_rate), rate, np.minimum(offered_rate, rate))
-    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft, ttft_p90_s=p90, tpot_s=t_iter / a, overloaded=overloaded,
+    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft, ttft_p90_s=p90, tpot_s=t_iter / a, tpot_p90_s=t_iter / a,
+                overloaded=overloaded,
                 requests_per_s=rate, kv_transfer_s=transfer, kv_capacity_seqs=kv_seqs, weights_bytes=weights,
                 prefill_tokens_per_s_per_gpu=pre_rate * isl / p_gpus, decode_tokens_per_s_per_gpu=dec_rate * osl / d_gpus,
                 kv_cache_bytes=c * per_request, fits_kv=(kv_seqs >= 1) & (pre_kv >= 1),
@@ -257,7 +263,7 @@ def serving_columns(w: dict) -> dict:
     net = Network(w, overhead_s=real(w["collective_overhead_s"]))
     agg = aggregated(w, m, net, tp, pp, dp, ep) if not np.all(disagg) else None
     dis = disaggregated(w, m, net, tp, pp, ep) if np.any(disagg) else None
-    out = {k: _pick(disagg, dis, agg, k) for k in ("batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s",
+    out = {k: _pick(disagg, dis, agg, k) for k in ("batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s", "tpot_p90_s",
                                                    "requests_per_s", "kv_transfer_s", "kv_capacity_seqs",
                                                    "weights_bytes", "kv_cache_bytes", "fits_kv", "overloaded",
                                                    "prefill_tokens_per_s_per_gpu", "decode_tokens_per_s_per_gpu")}
@@ -272,7 +278,7 @@ def serving_columns(w: dict) -> dict:
 
 
 OUTPUT_COLUMNS = (
-    "batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s", "requests_per_s", "output_tokens_per_s",
+    "batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s", "tpot_p90_s", "requests_per_s", "output_tokens_per_s",
     "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "prefill_tokens_per_s_per_gpu",
     "decode_tokens_per_s_per_gpu", "kv_transfer_s", "kv_capacity_seqs",
     "kv_cache_bytes", "weights_bytes", "serving_gpus", "fits", "infeasible_code", "infeasible_reason",
