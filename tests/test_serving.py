@@ -138,3 +138,14 @@ def test_p90_tpot_is_a_chunk_carrying_step_when_prompts_ride_along_often():
     assert p90[0] == pytest.approx(tpot[0], rel=1e-9)    # a prompt in 1 of 256 steps
     assert p90[1] > tpot[1]                              # in a quarter of them: the p90 step carries one
     assert p90[2] == pytest.approx(tpot[2], rel=1e-6)    # in every step: the mean step is that step
+
+
+def test_technology_derived_accelerators_serve_like_catalog_parts():
+    row = dict(model="llama3-70b", compute_dies=2, die_area_mm2=800, package="cowos-l", memory="hbm3e",
+               memory_stacks=8, scaleup="nvlink5", scaleout="ib-xdr", gpus=8, tp=4, isl=1024, osl=1024,
+               framework="vllm", precision="fp8", kv_precision="fp8")
+    out = evaluate([dict(row, node="n5"), dict(row, node="n3")])
+    assert out["fits"].all() and (out["accelerator_cost_usd"] > 0).all()
+    # the newer node clocks higher at the same power: every latency shorter, more tokens per GPU
+    assert out["tpot_s"].iloc[1] < out["tpot_s"].iloc[0]
+    assert out["output_tokens_per_s_per_gpu"].iloc[1] > out["output_tokens_per_s_per_gpu"].iloc[0]
