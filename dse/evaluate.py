@@ -77,6 +77,12 @@ def _sequence_parallel(work: dict, tp) -> np.ndarray:
     return as_bool(work, "sp", False)
 
 
+def _fill_missing(x: np.ndarray, fill) -> np.ndarray:
+    """x with its NaN entries replaced by those of fill() (called only if x has any)."""
+    missing = np.isnan(x)
+    return np.where(missing, fill(), x) if missing.any() else x
+
+
 def training_inputs(work: dict, n: int) -> dict:
     """Every input the training kernel reads, once for the whole batch."""
     f = lambda k: as_float(work, k, schema.default_number(k))  # noqa: E731
@@ -84,11 +90,10 @@ def training_inputs(work: dict, n: int) -> dict:
     gpus, dp = f("gpus"), f("dp")  # either may be missing (per row): one gives the other
     if (np.isnan(gpus) & np.isnan(dp)).all():
         raise ConfigError("gpus: missing; give `gpus` or `dp`")  # a row missing both is infeasible
-    dp = np.where(np.isnan(dp), gpus / (tp * pp * cp), dp)
-    gpus = np.where(np.isnan(gpus), tp * pp * dp * cp, gpus)
+    dp = _fill_missing(dp, lambda: gpus / (tp * pp * cp))
+    gpus = _fill_missing(gpus, lambda: tp * pp * dp * cp)
     micro_batch = f("micro_batch")
-    global_batch = f("global_batch")
-    global_batch = np.where(np.isnan(global_batch), dp * micro_batch, global_batch)
+    global_batch = _fill_missing(f("global_batch"), lambda: dp * micro_batch)
     out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
     etp = f("etp")
     degrees = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch,
@@ -177,9 +182,17 @@ def _reasons(work: dict, out: dict, invalid: list = ()) -> None:
     for name, bad in reversed(list(invalid)):  # the first violated column is written last
         code = np.where(bad, schema.REASON_CODE["domain"], code).astype(np.int8)
         text_code[bad] = index.setdefault(schema.domain_text(name), len(index))
-    reason = pd.Categorical.from_codes(text_code, categories=pd.Index(list(index), dtype=object))
-    out["infeasible_reason"] = reason.remove_unused_categories()
+    out["infeasible_reason"] = _used_categories(text_code, list(index))
     out["infeasible_code"], out["fits"] = code, code == 0
+
+
+def _used_categories(codes: np.ndarray, categories: list) -> pd.Categorical:
+    """Categorical of `codes` (-1: missing) keeping only the categories some row has, in their order
+    (Categorical.remove_unused_categories without its sort of every code)."""
+    used = np.bincount(codes + 1, minlength=len(categories) + 1)[1:] > 0
+    remap = np.append(np.where(used, np.cumsum(used) - 1, -1), -1).astype(codes.dtype)
+    kept = pd.Index([c for c, u in zip(categories, used) if u], dtype=object)
+    return pd.Categorical.from_codes(remap[codes], categories=kept)
 
 
 def _invalid(cols: dict, evaluator: str) -> list:

@@ -174,13 +174,12 @@ def _setting_array(name: str, values: list, lookup: np.ndarray) -> np.ndarray:
     return np.asarray([np.nan if v is None or v == "" else float(v) for v in values], dtype=float)[lookup]
 
 
-def _lazy_setting(name: str, values: list, lookup: np.ndarray) -> CatalogColumn:
-    """A preset setting per row, looked up per row block (booleans as bool, enumerations as codes)."""
+def _lazy_setting(name: str, values: list, lookup: np.ndarray, used: np.ndarray) -> CatalogColumn:
+    """A preset setting per row, looked up per row block (booleans as bool, enumerations as codes);
+    `used`: the presets some row names."""
     per_preset = _setting_array(name, values, np.arange(len(values)))
     if schema.columns()[name].dtype == "bool" and not np.isnan(per_preset).any():
         per_preset = per_preset != 0
-    used = np.zeros(len(values), dtype=bool)
-    used[lookup] = True
     return CatalogColumn(lookup, per_preset, used)
 
 
@@ -190,7 +189,12 @@ def _fill_gaps(cols: dict, name: str, preset: np.ndarray) -> None:
     kind = np.asarray(given).dtype.kind if not hasattr(given, "categories") else "O"
     if kind in "biu":
         return
-    missing = np.isnan(given) if kind == "f" else pd.isna(np.asarray(given, dtype=object))
+    if kind == "f":
+        missing = np.isnan(given)
+    elif isinstance(given, pd.Categorical):   # only its codes need looking at
+        missing = np.asarray(given.isna())
+    else:
+        missing = pd.isna(np.asarray(given, dtype=object))
     if not missing.any():
         return
     sub = {name: np.asarray(given, dtype=object)[~missing]}
@@ -216,6 +220,8 @@ def framework(cols: dict) -> None:
         rows = [table.loc[r] for r in resolved] + [default_row]
     else:
         lookup, rows = np.zeros(n, dtype=np.intp), [default_row]
+    used = np.zeros(len(rows), dtype=bool)
+    used[lookup] = True
     for name in SETTINGS:
         values = [_preset_value(r, default_row, name) for r in rows]
         if name in cols:
@@ -223,4 +229,4 @@ def framework(cols: dict) -> None:
             continue
         if name == "sp" and all(v is None or (isinstance(v, float) and np.isnan(v)) for v in values):
             continue  # no preset sets it: on with TP (schema)
-        cols[name] = _lazy_setting(name, values, lookup)
+        cols[name] = _lazy_setting(name, values, lookup, used)

@@ -145,7 +145,9 @@ def enum_codes(cols: dict, name: str, default: str | None = None) -> np.ndarray:
 def out_of_domain(name: str, values) -> np.ndarray:
     """Mask of the values outside the column's declared domain (NaN counts as outside).
     Names, enumerations and booleans are checked where they are resolved, not here."""
-    v = np.asarray(values, dtype=float)
+    v = np.asarray(values)
+    whole = v.dtype.kind in "iu"   # integers are finite and whole: compared as they are
+    v = v if whole else v.astype(float)
     dom = columns()[name].domain
     integer = columns()[name].dtype == "int"
     with np.errstate(invalid="ignore"):
@@ -154,7 +156,10 @@ def out_of_domain(name: str, values) -> np.ndarray:
         if ";" in dom and not dom.startswith(("(", "[")):
             allowed = np.array([float(x) for x in dom.split(";")])
             return ~np.isin(v, allowed)
-        bad = ~np.isfinite(v) if dom != ">0" or name != "memory_capacity_bytes" else np.isnan(v)
+        if whole:
+            bad = np.zeros(v.shape, dtype=bool)
+        else:
+            bad = ~np.isfinite(v) if dom != ">0" or name != "memory_capacity_bytes" else np.isnan(v)
         if dom.startswith(">="):
             bad |= ~(v >= float(dom[2:]))
         elif dom.startswith(">"):
@@ -162,7 +167,7 @@ def out_of_domain(name: str, values) -> np.ndarray:
         elif dom[0] in "([":
             lo, hi = (float(x) for x in dom[1:-1].split(";"))
             bad |= ~((v >= lo) if dom[0] == "[" else (v > lo)) | ~((v <= hi) if dom[-1] == "]" else (v < hi))
-        if integer:
+        if integer and not whole:
             bad |= np.isfinite(v) & (np.floor(v) != v)
     return bad
 

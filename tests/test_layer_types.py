@@ -224,7 +224,7 @@ def test_state_space_layers_pay_all_to_all_under_context_parallelism():
 
 
 def test_window_shortens_the_ring():
-    from dse.perf.training import ring_steps
+    from dse.perf.context import ring_steps
     m = model(layers=2, hidden=H, heads=32, vocab=V, seq_len=16384, sliding_window_fraction=0.5, sliding_window=1024)
     # the full half needs cp - 1 = 7 steps, the windowed half one (1024 tokens < a 2048-token shard)
     assert float(ring_steps(m, np.array([8.0]))[0]) == pytest.approx(0.5 * 7 + 0.5 * 1)

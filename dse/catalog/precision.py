@@ -30,5 +30,8 @@ TRAINING_QUANTIZE_BYTES = 2.0 * TRAINING_QUANTIZE_READS + TRAINING_QUANTIZE_COPI
 
 def peak_flops_per_s(precision, hw: dict):
     """The catalog peak a GEMM in `precision` runs against (BF16, FP8 or FP4 tensor cores)."""
-    return np.choose(PEAK_INDEX[precision], [hw["peak_bf16_flops_per_s"], hw["peak_fp8_flops_per_s"],
-                                             hw["peak_fp4_flops_per_s"]])
+    index = PEAK_INDEX[precision]
+    peaks = [hw["peak_bf16_flops_per_s"], hw["peak_fp8_flops_per_s"], hw["peak_fp4_flops_per_s"]]
+    if np.ndim(index) == 1 and all(np.shape(p) == (1,) for p in peaks):   # one GPU: a table lookup
+        return np.concatenate(peaks)[index]
+    return np.choose(index, peaks)

@@ -44,6 +44,7 @@ from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf import mixers as X
 from dse.perf import roofline as R
+from dse.perf.distinct import distinct
 from dse.perf.collectives import Network, Placement
 from dse.workload import Model
 
@@ -89,16 +90,27 @@ class Pass:
 
     def ops(self, s: L.Shape, decode: bool) -> list:
         """The kernels of one layer for this pass, from the op inventory."""
+        return self.projection_ops(s, decode) + self.attention_ops(s, decode) + self.later_ops(s, decode)
+
+    def projection_ops(self, s: L.Shape, decode: bool) -> list:
+        """The kernels ahead of attention (Q, K, V projections)."""
+        return X.attention_projection_ops(self.m, s, self.operand, decode)
+
+    def attention_ops(self, s: L.Shape, decode: bool) -> list:
+        """The attention kernels: the only ones whose time depends on the context length `s.ctx`."""
         m = self.m
-        ops = X.attention_projection_ops(m, s, self.operand, decode)
         if decode:
-            ops += X.decode_attention_ops(m, s, self.kv_cache_token, self.kv_reads)
-        else:
-            flash = self.flash.astype(np.float32)
-            ops.append(L.fused_attention_op(m, s, self.kv_cache_token, flash, 1.0))
-            if not np.all(self.flash):
-                ops += L.unfused_attention_ops(m, s, 0.0, 1.0 - flash)
-        ops += X.recurrent_ops(m, s, self.operand, decode)
+            return X.decode_attention_ops(m, s, self.kv_cache_token, self.kv_reads)
+        flash = self.flash.astype(np.float32)
+        ops = [L.fused_attention_op(m, s, self.kv_cache_token, flash, 1.0)]
+        if not np.all(self.flash):
+            ops += L.unfused_attention_ops(m, s, 0.0, 1.0 - flash)
+        return ops
+
+    def later_ops(self, s: L.Shape, decode: bool) -> list:
+        """The kernels after attention: recurrent mixers, MLP or experts, element-wise."""
+        m = self.m
+        ops = X.recurrent_ops(m, s, self.operand, decode)
         ops += L.mlp_ops(m, s, self.operand, self.dense)
         if np.any(m.is_moe):
             ops += L.moe_ops(m, s, self.operand, self.moe, 1.0, spread=False)   # requests route at random
@@ -106,25 +118,39 @@ class Pass:
         return ops
 
 
-def split_by_bound(ops, rates):
-    """(compute-bound seconds, memory-bound seconds) summed over weighted ops."""
-    compute = memory = 0.0
+def op_times(ops, rates) -> list:
+    """[(compute-bound seconds, memory-bound seconds)] of the weighted ops that run on some row."""
     live_rows = {}
-    for op in ops:
-        if isinstance(op.weight, float) and op.weight == 0.0:
-            continue
-        c, mem = L.weighted(R.op_time_split_s, op, rates, live_rows)   # both times the weight
+    return [L.weighted(R.op_time_split_s, op, rates, live_rows)   # both times the weight
+            for op in ops if np.asarray(op.weight).any()]
+
+
+def summed(times, start=(0.0, 0.0)):
+    """(compute, memory) seconds: `start` plus the op_times, in their order."""
+    compute, memory = start
+    for c, mem in times:
         compute, memory = compute + c, memory + mem
     return compute, memory
 
 
+def split_by_bound(ops, rates, start=(0.0, 0.0)):
+    """(compute-bound seconds, memory-bound seconds) summed over weighted ops (after `start`)."""
+    return summed(op_times(ops, rates), start)
+
+
 def stage_pass(p: Pass, net: Network, place: Placement, s: L.Shape, decode: bool, layers_per_stage, pp):
     """(compute, memory, comm, overhead) seconds of one forward pass of the slowest (last) stage."""
-    m, tp, ep = p.m, s.tp, s.ep
     rates = p.rates(decode)
     compute, memory = split_by_bound(p.ops(s, decode), rates)
-    hc, hm = split_by_bound([L.serving_head_op(m, s.seqs, tp, p.operand)], rates)
+    hc, hm = split_by_bound([L.serving_head_op(p.m, s.seqs, s.tp, p.operand)], rates)
     compute, memory = compute * layers_per_stage + hc, memory * layers_per_stage + hm
+    return (compute, memory) + stage_comm(p, net, place, s, layers_per_stage, pp)
+
+
+def stage_comm(p: Pass, net: Network, place: Placement, s: L.Shape, layers_per_stage, pp):
+    """(comm, overhead) seconds of one forward pass of a stage: TP all-reduces, the EP all-to-all,
+    the logits gather and the send to the next stage; the engine's per-layer and launch overheads."""
+    m, tp, ep = p.m, s.tp, s.ep
     act_msg = s.tokens * m.hidden * M.ACT_BYTES
     all_reduce = np.where(tp > 1, net.all_reduce_s(tp, place.tp_in, act_msg), 0.0)
     if np.any(ep > 1):
@@ -136,7 +162,63 @@ def stage_pass(p: Pass, net: Network, place: Placement, s: L.Shape, decode: bool
     send = np.where(pp > 1, net.p2p_s(place.pp_stride, act_msg / tp), 0.0)
     comm = layers_per_stage * (m.blocks_per_layer * all_reduce + p.moe * 2 * all_to_all) + gather + send
     overhead = p.layer_overhead * layers_per_stage + p.launch_overhead * K["kernels_per_pass"]
-    return compute, memory, comm, overhead
+    return comm, overhead
+
+
+def micro_batch_seqs(seqs, pp):
+    """(micro-batches, sequences per micro-batch) of a replica's `seqs` sequences over pp stages."""
+    micro = np.maximum(np.minimum(pp, np.floor(seqs)), 1)
+    return micro, seqs / micro
+
+
+# The columns a pass depends on row by row (besides the model, the hardware and, for the prefill,
+# the prompt length): dse.perf.distinct evaluates Prefill and DecodeRest once per distinct row.
+PASS_KEYS = ("tp", "pp", "dp", "ep", "batch", "precision", "kv_precision", "flash_attention", "gqa_kv_sharing",
+             "layer_overhead_s", "launch_overhead_s", "collective_overhead_s", "topology_code")
+
+
+class PassSetup:
+    """The model, pass constants, network, placement and micro-batching of a block, from its columns."""
+
+    def __init__(self, w):
+        self.m = m = Model(w)
+        self.tp, self.pp, dp, self.ep, batch = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "ep", "batch"))
+        self.p = Pass(w, m, self.tp, self.ep)
+        self.net = Network(w, overhead_s=real(w["collective_overhead_s"]))
+        self.place = Placement(self.p.hw["scaleup_domain"], self.tp, 1.0, self.ep, self.pp, dp)
+        self.layers_per_stage = m.layers / self.pp
+        _, self.mb_seqs = micro_batch_seqs(batch / dp, self.pp)
+
+
+class Prefill:
+    """stage_pass of the prefill (compute, memory, comm, overhead) from the block's columns alone."""
+
+    def __init__(self, w):
+        u, isl = PassSetup(w), np.maximum(w["isl"], 1)
+        self.compute, self.memory, self.comm, self.overhead = stage_pass(
+            u.p, u.net, u.place, L.Shape(u.mb_seqs, isl, isl, u.tp, u.ep), False, u.layers_per_stage, u.pp)
+
+
+class DecodeRest:
+    """The decode pass apart from its attention kernels (the only ones that read the context
+    length): the summed op times before attention, each later op's, the LM head's, communication
+    and overheads, from the block's columns alone."""
+
+    def __init__(self, w):
+        u = PassSetup(w)
+        s = L.Shape(u.mb_seqs, 1.0, None, u.tp, u.ep)   # no context: attention is timed row by row
+        rates = u.p.rates(True)
+        self.before = split_by_bound(u.p.projection_ops(s, True), rates)
+        self.after = op_times(u.p.later_ops(s, True), rates)
+        self.head = split_by_bound([L.serving_head_op(u.m, s.seqs, s.tp, u.p.operand)], rates)
+        self.comm, self.overhead = stage_comm(u.p, u.net, u.place, s, u.layers_per_stage, u.pp)
+
+
+def decode_pass(p: Pass, rest: DecodeRest, s: L.Shape, layers_per_stage):
+    """stage_pass of the decode: DecodeRest and the attention kernels of shape `s`, summed in op order."""
+    compute, memory = summed(rest.after, split_by_bound(p.attention_ops(s, True), p.rates(True), rest.before))
+    hc, hm = rest.head
+    return compute * layers_per_stage + hc, memory * layers_per_stage + hm, rest.comm, rest.overhead
 
 
 def memory_parts(p: Pass, m, tp, pp, ep, seqs, mb_seqs, isl, osl, layers_per_stage):
@@ -172,16 +254,14 @@ def inference_columns(w: dict) -> dict:
     # Keep the arithmetic finite on infeasible rows; they are flagged, not dropped.
     tp, pp, dp, ep, batch, isl, osl = (np.maximum(x, 1) for x in (tp, pp, dp, ep, batch, isl, osl))
     p = Pass(w, m, tp, ep)
-    net = Network(w, overhead_s=real(w["collective_overhead_s"]))
-    place = Placement(p.hw["scaleup_domain"], tp, 1.0, ep, pp, dp)
     layers_per_stage = m.layers / pp
     seqs = batch / dp                                    # sequences per replica
-    micro = np.maximum(np.minimum(pp, np.floor(seqs)), 1)
-    mb_seqs = seqs / micro
+    micro, mb_seqs = micro_batch_seqs(seqs, pp)
 
-    prefill = stage_pass(p, net, place, L.Shape(mb_seqs, isl, isl, tp, ep), False, layers_per_stage, pp)
-    pc, pm, pn, po = ((micro + pp - 1) * x for x in prefill)
-    decode = stage_pass(p, net, place, L.Shape(mb_seqs, 1.0, isl + osl / 2.0, tp, ep), True, layers_per_stage, pp)
+    prefill = distinct(Prefill, w, PASS_KEYS + ("isl",))
+    pc, pm, pn, po = ((micro + pp - 1) * x for x in (prefill.compute, prefill.memory, prefill.comm, prefill.overhead))
+    decode = decode_pass(p, distinct(DecodeRest, w, PASS_KEYS), L.Shape(mb_seqs, 1.0, isl + osl / 2.0, tp, ep),
+                         layers_per_stage)
     dc, dm, dn, do = (pp * x for x in decode)
     ttft, tpot = pc + pm + pn + po, dc + dm + dn + do
     e2e = ttft + (osl - 1) * tpot

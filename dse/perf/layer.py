@@ -229,7 +229,8 @@ def rows_of(value, idx, n):
     if is_dataclass(value) and not isinstance(value, type):
         out = copy(value)
         for name, field_value in vars(value).items():
-            if isinstance(field_value, (np.ndarray, dict)) or is_dataclass(field_value):
+            restricted = isinstance(field_value, (np.ndarray, dict)) or is_dataclass(field_value)
+            if restricted or hasattr(field_value, "rows_of"):
                 object.__setattr__(out, name, rows_of(field_value, idx, n))
         return out
     return value
@@ -250,6 +251,11 @@ def weighted(fn, op: Op, rates, cache: dict | None = None):
     return tuple(x.astype(w.dtype, copy=False) for x in out) if isinstance(out, tuple) else out.astype(w.dtype, copy=False)
 
 
+def _times_weight(x, w, live):
+    """x * w on the live rows (`live`: their indices), 0 on the others."""
+    return x * w if len(live) == len(w) else np.where(w > 0, x * w, 0.0)
+
+
 def _weighted_rows(fn, op: Op, rates, cache, w):
     n = len(w)
     key = id(w)
@@ -262,7 +268,7 @@ def _weighted_rows(fn, op: Op, rates, cache, w):
             cache[key] = (w, live, sub_rates)
     if sub_rates is None:   # rows the op does not run on give 0, whatever fn says of them (0 x NaN)
         out = fn(op, rates)
-        return tuple(np.where(w > 0, x * w, 0.0) for x in out) if isinstance(out, tuple) else np.where(w > 0, out * w, 0.0)
+        return tuple(_times_weight(x, w, live) for x in out) if isinstance(out, tuple) else _times_weight(out, w, live)
     sub = fn(rows_of(op, live, n), sub_rates)
 
     def scatter(x):

@@ -42,10 +42,26 @@ class GemmParams:
     memory_efficiency: object
 
     @classmethod
-    def of(cls, hw: dict, precision) -> "GemmParams":
-        """The parameters of each row's format (codes of dse.catalog.precision)."""
-        lazy = per_format(hw, precision, "gemm")
-        return cls(*(lazy[p] for p in GEMM_PARAMS))
+    def of(cls, hw: dict, precision) -> "_FormatGemmParams":
+        """The parameters of each row's format (codes of dse.catalog.precision), as attributes like
+        a GemmParams' but each read from the hardware columns when first used."""
+        return _FormatGemmParams(per_format(hw, precision, "gemm"))
+
+
+class _FormatGemmParams:
+    """GemmParams of each row's format: a per_format family's parameters as attributes."""
+
+    def __init__(self, params: dict):
+        self._params = params
+
+    def __getattr__(self, name):
+        if name not in GEMM_PARAMS:
+            raise AttributeError(name)
+        return self._params[name]
+
+    def rows_of(self, idx, n) -> "_FormatGemmParams":
+        """The same parameters restricted to rows `idx` (dse.perf.layer.rows_of)."""
+        return _FormatGemmParams(self._params.rows_of(idx, n))
 
 
 class _LazyParams(dict):
@@ -55,11 +71,13 @@ class _LazyParams(dict):
         super().__init__()
         self._args = (hw, precision, family)
         codes = np.asarray(precision)
-        self._codes = codes
+        self._codes, self._rows_of_code = codes, {}
         if codes.ndim == 0:
             self._present = [int(codes)]
         elif codes.size and np.all(codes == codes.flat[0]):
             self._present = [int(codes.flat[0])]
+        elif codes.dtype.kind in "iu" and codes.min() >= 0:   # the formats present, without a sort
+            self._present = [int(c) for c in np.flatnonzero(np.bincount(codes.ravel()))]
         else:
             self._present = [int(c) for c in np.unique(codes)] or [0]
 
@@ -67,7 +85,9 @@ class _LazyParams(dict):
         hw, _, family = self._args
         value = hw[gemm_column(key, NAMES[self._present[0]], family)]
         for code in self._present[1:]:  # only the formats this block uses are read
-            value = np.where(self._codes == code, hw[gemm_column(key, NAMES[code], family)], value)
+            if code not in self._rows_of_code:
+                self._rows_of_code[code] = self._codes == code
+            value = np.where(self._rows_of_code[code], hw[gemm_column(key, NAMES[code], family)], value)
         self[key] = value
         return value
 
@@ -115,20 +135,31 @@ def gemm_compute_memory_s(m, n, k, count, operand_bytes, peak_flops_per_s, memor
     """(compute time, memory time) of a batched GEMM of `count` products (m x k) @ (k x n) in one
     kernel (attention heads, grouped experts share its waves): the two sides `op_time_s` combines,
     for callers that report which side bounds each GEMM (inference breakdowns, roofline tables)."""
+    compute, memory, _ = _gemm_sides_s(m, n, k, count, operand_bytes, peak_flops_per_s,
+                                       memory_bandwidth_bytes_per_s, p)
+    return compute, memory
+
+
+def _on_live(live, x):
+    """x on the live rows, 0 on the others (x itself when every row is live)."""
+    return x if np.asarray(live).all() else np.where(live, x, 0.0)
+
+
+def _gemm_sides_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s, p: GemmParams):
+    """(compute time, memory time, live rows) of a batched GEMM (gemm_compute_memory_s)."""
     compute = G.gemm_compute_s(m, n, k, peak_flops_per_s, p.efficiency_max, p.tiles_per_wave, p.k_ramp,
                                p.split_k_min_depth, batch=count)
     memory = G.gemm_memory_s(m, n, k, memory_bandwidth_bytes_per_s, p.memory_efficiency, operand_bytes,
                              OUTPUT_BYTES) * count
     live = m * n * k * count > 0
-    return np.where(live, compute, 0.0), np.where(live, memory, 0.0)
+    return _on_live(live, compute), _on_live(live, memory), live
 
 
 def gemm_time_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s, p: GemmParams):
     """Seconds of a batched GEMM of `count` products: one floor + quadrature of the two sides."""
-    compute, memory = gemm_compute_memory_s(m, n, k, count, operand_bytes, peak_flops_per_s,
-                                            memory_bandwidth_bytes_per_s, p)
-    live = m * n * k * count > 0
-    return np.where(live, G.combined_s(p.floor_s, compute, memory), 0.0)
+    compute, memory, live = _gemm_sides_s(m, n, k, count, operand_bytes, peak_flops_per_s,
+                                          memory_bandwidth_bytes_per_s, p)
+    return _on_live(live, G.combined_s(p.floor_s, compute, memory))
 
 
 @dataclass
@@ -158,17 +189,22 @@ def op_compute_memory_s(op, r: Rates):
     """(compute seconds, memory seconds) of one op of the inventory (dse.perf.layer), unweighted.
     Tensor work runs at `r.clock` of the speed the kernel fits measured: a long training or serving
     run holds its power-limited clock, the short kernel benchmarks behind the fits a burst above it."""
+    return _op_sides_s(op, r)[:2]
+
+
+def _op_sides_s(op, r: Rates):
+    """(compute seconds, memory seconds, live rows of a GEMM (else None)) of one op, unweighted."""
     if op.timing == "gemm":
         peak, p = (r.peak_gemm, r.gemm) if op.low_precision else (r.peak_bf16, r.gemm_bf16)
-        return gemm_compute_memory_s(op.m, op.n, op.k, op.count, op.operand_bytes, peak * r.clock, r.bandwidth, p)
+        return _gemm_sides_s(op.m, op.n, op.k, op.count, op.operand_bytes, peak * r.clock, r.bandwidth, p)
     if op.timing == "moe":
         fixed, streams, weights, compute = moe_parts(op, r)
-        return fixed + compute, streams + weights
+        return fixed + compute, streams + weights, None
     memory = stream_time_s(op.bytes, r.bandwidth, r.memory_efficiency)
     if op.timing == "stream":
-        return 0.0, memory
+        return 0.0, memory, None
     efficiency = r.attention_efficiency * A.head_dims_scale(r.attention_softmax_dim, op.head_dims)
-    return op.flops / (r.peak_bf16 * r.clock * efficiency), memory
+    return op.flops / (r.peak_bf16 * r.clock * efficiency), memory, None
 
 
 def moe_parts(op, r: Rates):
@@ -196,6 +232,10 @@ def op_time_split_s(op, r: Rates):
     """(compute-bound seconds, memory-bound seconds) of one op: its whole time on the side that
     bounds it, the other zero (inference breakdowns)."""
     t, bound = _time_and_bound(op, r)
+    bound = np.asarray(bound)
+    if bound.all() or not bound.any():   # one side has it all
+        t = np.broadcast_to(t, np.broadcast(bound, t).shape).astype(np.result_type(t, 0.0), copy=False)
+        return (t, np.zeros_like(t)) if bound.all() else (np.zeros_like(t), t)
     return np.where(bound, t, 0.0), np.where(bound, 0.0, t)
 
 
@@ -206,12 +246,11 @@ def _time_and_bound(op, r: Rates):
         t = fixed + streams + np.maximum(weights, compute)
         bound = compute >= weights
     else:
-        compute, memory = op_compute_memory_s(op, r)
+        compute, memory, live = _op_sides_s(op, r)
         bound = compute >= memory
         if op.timing == "gemm":
             p = r.gemm if op.low_precision else r.gemm_bf16
-            live = op.m * op.n * op.k * op.count > 0
-            t = np.where(live, G.combined_s(p.floor_s, compute, memory), 0.0)
+            t = _on_live(live, G.combined_s(p.floor_s, compute, memory))
         else:
             t = np.maximum(compute, memory)
     return t, bound

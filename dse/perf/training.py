@@ -20,13 +20,15 @@ from __future__ import annotations
 import numpy as np
 
 from dse import catalog, schema
-from dse.columns import divides, first_failure, not_positive_integers
+from dse.columns import divides, first_failure, not_positive_integers, only_where
 from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf import mixers as X
 from dse.perf import roofline as R
+from dse.perf.distinct import distinct
 from dse.catalog.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s
-from dse.perf.collectives import Network, Placement, overlapped_s, ranks_per_domain
+from dse.perf.collectives import Network, Placement, overlapped_s
+from dse.perf.context import cp_a2a_group, cp_comm
 from dse.workload import Model
 
 K = catalog.constants()
@@ -53,12 +55,6 @@ def reason_codes(m, w):
     invalid = not_positive_integers(tp, pp, cp, ep, vp, w["micro_batch"]) | (
         not_positive_integers(w["global_batch"]) & (np.floor(dp) == dp))
     return first_failure(checks, invalid, RC["not_integer"])
-
-
-def _only_where(mask, compute, otherwise=np.float32(0.0)):
-    """compute() if any row of the block needs it, else a constant: whole branches (MoE, CP,
-    unfused attention, ...) cost nothing in blocks that have no such rows."""
-    return compute() if np.any(mask) else otherwise
 
 
 class Layer:
@@ -121,9 +117,9 @@ def tp_comm(net, place, w, tp, layer, act_msg):
     all-gather."""
     sp = w["sp"]
     blocks = layer.blocks
-    all_gather = _only_where(tp > 1, lambda: net.all_gather_s(tp, place.tp_in, act_msg))
-    fwd = np.where(sp, blocks * (all_gather + _only_where(sp & (tp > 1), lambda: net.reduce_scatter_s(tp, place.tp_in, act_msg))),
-                   _only_where(~sp & (tp > 1), lambda: blocks * net.all_reduce_s(tp, place.tp_in, act_msg)))
+    all_gather = only_where(tp > 1, lambda: net.all_gather_s(tp, place.tp_in, act_msg))
+    fwd = np.where(sp, blocks * (all_gather + only_where(sp & (tp > 1), lambda: net.reduce_scatter_s(tp, place.tp_in, act_msg))),
+                   only_where(~sp & (tp > 1), lambda: blocks * net.all_reduce_s(tp, place.tp_in, act_msg)))
     bwd = fwd + np.where(sp, blocks * all_gather, 0.0)
     overlap = w["tp_overlap"] & (place.tp_in >= tp)
     fwd_exposed = np.where(overlap, np.maximum(fwd - layer.gemm_fwd, fwd / tp), fwd)
@@ -136,7 +132,7 @@ def ep_comm(net, place, m, w, ep, tokens, hidden_split):
     dispatcher, paced by the most loaded rank); the backward repeats it."""
     _, moe = L.layer_shares(m)
     token_bytes = tokens * m.hidden * M.ACT_BYTES / hidden_split * w["moe_imbalance"]
-    return _only_where(ep > 1, lambda: moe * net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k,
+    return only_where(ep > 1, lambda: moe * net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k,
                                                                    w["moe_dispatcher"]))
 
 
@@ -161,106 +157,50 @@ def host_time(m, w, ep):
     return eager + moe * m.experts / ep * w["host_expert_s"]
 
 
-def ring_steps(m, cp):
-    """K/V ring steps per attention layer on average: cp - 1 on full layers; a window or chunk that
-    spans fewer sequence shards needs only the steps that reach it."""
-    steps = cp - 1
-    shard = m.seq_len / np.maximum(cp, 1)
-    for fraction, limit in ((m.window_fraction, m.window), (m.chunk_fraction, m.chunk)):
-        if np.any(fraction > 0):
-            reach = np.where(limit > 0, np.minimum(np.ceil(limit / shard), cp - 1), cp - 1)
-            steps = steps + fraction * (reach - (cp - 1))
-    return steps
-
-
-def recurrent_cp_bytes(m, tokens, tp):
-    """Bytes each rank re-shards per Mamba-2 / Gated DeltaNet layer under context parallelism (all
-    of the in_proj output from sequence to heads, the scan output back), averaged over the layers."""
-    per_token = 0.0
-    if m.mamba is not None:
-        per_token = per_token + m.mamba_fraction * (m.mamba.in_proj + m.mamba.inner)
-    if m.linear is not None:
-        per_token = per_token + m.linear_fraction * (m.linear.in_proj + m.linear.value_dim)
-    return tokens * per_token / tp * M.ACT_BYTES
-
-
-def cp_a2a_group(domain, cp, tp, kind):
-    """CP ranks of one all-to-all group: all of them for a2a, the scale-up domain's share for
-    a2a+p2p (whose ring then crosses cp / that many domains); 1 for p2p and all_gather."""
-    return np.select([kind == 2, kind == 3], [cp, ranks_per_domain(cp, tp, domain)], 1.0)
-
-
-def cp_attention_comm(net, place, m, w, cp, tp, tokens, layer):
-    """Exposed (forward, backward) communication of one attention layer under context parallelism,
-    by the framework's `cp_comm` (Megatron-Core cp_comm_type; Transformer Engine's implementations):
-      p2p       K/V chunks pass around a ring (ring_steps), each step hidden behind the attention of
-                the chunk at hand where that is long enough, plus a softmax-correction pass over the
-                output per step; the backward passes K/V and their gradients (twice the traffic);
-      all_gather every rank gathers the whole K/V before attention (backward: reduce-scatter of
-                their gradients), not overlapped;
-      a2a       (Ulysses) all-to-alls of Q, K, V before and of O after attention switch from
-                sequence to head sharding (backward: the same volume), not overlapped;
-      a2a+p2p   an all-to-all among the CP ranks of one scale-up domain, then a ring across domains.
-    GQA shrinks the K/V terms (kv_dim, v_dim)."""
-    kind = w["cp_comm"]
-    kv = tokens * (m.kv_dim + m.v_dim) / tp * M.ACT_BYTES
-    qkvo = tokens * (m.q_dim + m.kv_dim + m.v_dim + m.o_dim) / tp * M.ACT_BYTES
-    attn_fwd, attn_bwd = layer.attn_fwd, layer.attn_bwd
-    g = cp_a2a_group(place.domain, cp, tp, kind)
-    ring_ranks = np.where(kind == 0, cp, cp / g)         # the ring of p2p, or of a2a+p2p across domains
-    steps = ring_steps(m, ring_ranks) if np.any(kind != 2) else 0.0
-    stride = np.where(kind == 0, place.cp_stride, place.cp_stride * g)
-    # after a2a+p2p's all-to-all a rank holds heads/g for g x tokens: its K/V chunk is as large
-    ring = m.attention_fraction * steps * net.p2p_s(stride, kv)
-    correction = m.attention_fraction * steps * R.stream_time_s(
-        tokens * m.o_dim / tp * K["cp_correction_bytes"], w["memory_bandwidth_bytes_per_s"], w["memory_efficiency"])
-    ring_fwd, ring_bwd = np.maximum(ring - attn_fwd, 0.0) + correction, np.maximum(2 * ring - attn_bwd, 0.0) + correction
-    a2a = m.attention_fraction * net.all_to_all_s(g, g, qkvo) if np.any(kind >= 2) else 0.0
-    gather = (m.attention_fraction * net.all_gather_s(cp, ranks_per_domain(cp, tp, place.domain), kv * cp)
-              if np.any(kind == 1) else 0.0)
-    scatter = (m.attention_fraction * net.reduce_scatter_s(cp, ranks_per_domain(cp, tp, place.domain), kv * cp)
-               if np.any(kind == 1) else 0.0)
-    fwd = np.select([kind == 1, kind == 2, kind == 3], [gather, a2a, a2a + ring_fwd], ring_fwd)
-    bwd = np.select([kind == 1, kind == 2, kind == 3], [gather + scatter, a2a, a2a + ring_bwd], ring_bwd)
-    return fwd, bwd
-
-
-def cp_comm(net, place, m, w, cp, tp, tokens, layer):
-    """Exposed context-parallel communication (forward, backward) of one layer: attention layers as
-    `cp_attention_comm` says. State-space and linear-attention layers cannot pass a ring (their scan
-    carries a state along the sequence): Megatron-Core re-shards them from sequence to heads with
-    all-to-alls before the conv and scan and back after it (ssm/mamba_context_parallel.py,
-    gated_delta_net/gdn.py; heads must divide tp x cp), not overlapped; the backward repeats them."""
-    fwd, bwd = _only_where(cp > 1, lambda: cp_attention_comm(net, place, m, w, cp, tp, tokens, layer), (0.0, 0.0))
-    like = np.result_type(layer.attn_fwd)
-    fwd = np.where(cp > 1, fwd, 0.0).astype(like, copy=False)   # a cp = 1 row: the same type alone or not
-    bwd = np.where(cp > 1, bwd, 0.0).astype(like, copy=False)
-    if m.mamba is not None or m.linear is not None:
-        a2a = _only_where(cp > 1, lambda: net.all_to_all_s(cp, ranks_per_domain(cp, tp, place.domain),
-                                                           recurrent_cp_bytes(m, tokens, tp)))
-        recurrent = (cp > 1) & (m.mamba_fraction + m.linear_fraction > 0)   # a zero-byte all-to-all still pays latency
-        a2a = np.where(recurrent, a2a, 0.0).astype(like, copy=False)   # as if alone in the block
-        fwd, bwd = fwd + a2a, bwd + a2a
-    return fwd, bwd
-
-
 def expert_dp(tp, cp, dp, ep, etp):
     """Ranks holding the same expert shard: a stage's tp x cp x dp ranks over etp x ep."""
     return np.maximum(tp * cp * dp / (ep * etp), 1.0)
 
 
-def memory_parts(m, w, tp, pp, dp, cp, ep, vp, b, microbatches, tokens, etp):
-    """(weights, grads, optimizer, activations) bytes per GPU and the (dense, expert) parameters."""
+# The columns a layer's micro-batch times and communication depend on row by row (besides the
+# model and hardware).
+LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "moe_imbalance",
+              "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical")
+
+
+class LayerComm:
+    """One layer's micro-batch times (`layer`) and its exposed TP, EP and CP communication, from the
+    block's columns alone: dse.perf.distinct evaluates it once per distinct row of LAYER_KEYS."""
+
+    def __init__(self, w):
+        m = Model(w)
+        tp, ep, cp, b, etp = (np.maximum(w[k], 1) for k in ("tp", "ep", "cp", "micro_batch", "etp"))
+        self.layer = layer = Layer(m, w, R.Rates.of(w, w["precision"]), tp, ep, cp, b, etp)
+        net = Network(w)
+        place = Placement(w["scaleup_domain"], tp, cp, ep, None, None, w["dp_hierarchical"], etp)  # no PP or DP group
+        act_msg = layer.tokens * m.hidden * M.ACT_BYTES
+        self.tp_fwd, self.tp_bwd, self.all_gather = tp_comm(net, place, w, tp, layer, act_msg)
+        self.ep_fwd = ep_comm(net, place, m, w, ep, layer.tokens, np.where(w["sp"], tp, 1.0))
+        self.cp_fwd, self.cp_bwd = cp_comm(net, place, m, w, cp, tp, layer.tokens, layer)
+
+
+def model_state(m, w, tp, pp, dp, cp, ep, etp):
+    """((dense, expert) parameters, weights, grads, optimizer) bytes per GPU."""
     dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep, etp)
     layer_full = (m.mixer_params + m.dense_mlp_params) / tp
     weights, grads, optimizer = M.model_state_bytes(dense_params, expert_params, w["zero"], dp * cp,
                                                     expert_dp(tp, cp, dp, ep, etp), layer_full)
+    return (dense_params, expert_params), weights, grads, optimizer
+
+
+def activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, tokens):
+    """Activation bytes per GPU: the in-flight micro-batches' stored layer activations (and the
+    logits on a single stage)."""
     _, moe = L.layer_shares(m)
     act_layer = M.activation_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"],
                                              w["flash_attention"], moe)
     activations = act_layer * M.inflight_layers(m.layers, pp, vp, microbatches)
-    activations = activations + np.where(pp == 1, tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0)
-    return weights, grads, optimizer, activations, dense_params, expert_params
+    return activations + np.where(pp == 1, tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0)
 
 
 def expert_only(moe, seconds, like):
@@ -269,11 +209,10 @@ def expert_only(moe, seconds, like):
     return np.where(moe, seconds, 0.0).astype(np.result_type(like), copy=False)
 
 
-def dp_comm(net, place, m, w, dp, cp, ep, microbatches, params, fwd_mb, bwd_mb, layers_per_stage, n_expert):
-    """Exposed data-parallel communication per step: all-reduce of gradients (ZeRO 0), reduce-scatter
-    of gradients and all-gather of parameters (ZeRO 1-3, per micro-batch from ZeRO 2/3), hidden
-    behind the backward (gradients) or forward (parameters) except the last layer's bucket. Expert
-    collectives only on MoE rows (a dense row in a block with MoE rows sends no zero-byte collective)."""
+def dp_collectives(net, place, m, w, dp, cp, ep, params, n_expert):
+    """(reduce-scatter, all-gather, all-reduce) seconds of the data-parallel gradient and parameter
+    collectives (dense and expert, the expert group `n_expert` ranks) of one step. Expert collectives
+    only on MoE rows (a dense row in a block with MoE rows sends no zero-byte collective)."""
     dense_params, expert_params = params
     zero, moe = w["zero"], m.is_moe
     n_dense = dp * cp
@@ -281,12 +220,38 @@ def dp_comm(net, place, m, w, dp, cp, ep, microbatches, params, fwd_mb, bwd_mb, 
     param_dense, param_expert = dense_params * M.WEIGHT_BYTES, expert_params * M.WEIGHT_BYTES
     d_in, e_in = place.dense_dp_in, place.expert_dp_in
     sharded = zero >= 1
-    rs = _only_where(sharded, lambda: net.reduce_scatter_s(n_dense, d_in, grad_dense)
-                     + _only_where(moe, lambda: expert_only(moe, net.reduce_scatter_s(n_expert, e_in, grad_expert), grad_dense)))
-    ag = _only_where(sharded, lambda: net.all_gather_s(n_dense, d_in, param_dense)
-                     + _only_where(moe, lambda: expert_only(moe, net.all_gather_s(n_expert, e_in, param_expert), grad_dense)))
-    ar = _only_where(~sharded, lambda: net.all_reduce_s(n_dense, d_in, grad_dense)
-                     + _only_where(moe, lambda: expert_only(moe, net.all_reduce_s(n_expert, e_in, grad_expert), grad_dense)))
+    rs = only_where(sharded, lambda: net.reduce_scatter_s(n_dense, d_in, grad_dense)
+                     + only_where(moe, lambda: expert_only(moe, net.reduce_scatter_s(n_expert, e_in, grad_expert), grad_dense)))
+    ag = only_where(sharded, lambda: net.all_gather_s(n_dense, d_in, param_dense)
+                     + only_where(moe, lambda: expert_only(moe, net.all_gather_s(n_expert, e_in, param_expert), grad_dense)))
+    ar = only_where(~sharded, lambda: net.all_reduce_s(n_dense, d_in, grad_dense)
+                     + only_where(moe, lambda: expert_only(moe, net.all_reduce_s(n_expert, e_in, grad_expert), grad_dense)))
+    return rs, ag, ar
+
+
+# The columns the model state and the data-parallel collectives depend on row by row (besides the
+# model and hardware).
+STATE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "topology_code", "dp_hierarchical")
+
+
+class ModelState:
+    """model_state (`params`, `weights`, `grads`, `optimizer`) and dp_collectives (`rs`, `ag`, `ar`)
+    from the block's columns alone: dse.perf.distinct evaluates it once per distinct row of STATE_KEYS."""
+
+    def __init__(self, w):
+        m = Model(w)
+        tp, pp, dp, cp, ep, etp = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "cp", "ep", "etp"))
+        self.params, self.weights, self.grads, self.optimizer = model_state(m, w, tp, pp, dp, cp, ep, etp)
+        place = Placement(w["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp)
+        self.rs, self.ag, self.ar = dp_collectives(Network(w), place, m, w, dp, cp, ep, self.params,
+                                                   expert_dp(tp, cp, dp, ep, etp))
+
+
+def dp_comm(w, dp, cp, sync: ModelState, microbatches, fwd_mb, bwd_mb, layers_per_stage):
+    """Exposed data-parallel communication per step: all-reduce of gradients (ZeRO 0), reduce-scatter
+    of gradients and all-gather of parameters (ZeRO 1-3, per micro-batch from ZeRO 2/3), hidden
+    behind the backward (gradients) or forward (parameters) except the last layer's bucket."""
+    zero, rs, ag, ar = w["zero"], sync.rs, sync.ag, sync.ar
     tail = 1.0 / np.maximum(layers_per_stage, 1)  # the last layer's bucket cannot hide
 
     def hidden_behind(comm, window):
@@ -322,12 +287,10 @@ def training_columns(w: dict) -> dict:
     hw = w  # a Block: hardware columns are read (and expanded) where a formula uses them
     net = Network(w)
     place = Placement(hw["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp)
-    layer = Layer(m, w, R.Rates.of(hw, w["precision"]), tp, ep, cp, b, etp)
-    hidden_split = np.where(w["sp"], tp, 1.0)
+    comm = distinct(LayerComm, w, LAYER_KEYS)
+    layer, tp_fwd, tp_bwd, all_gather = comm.layer, comm.tp_fwd, comm.tp_bwd, comm.all_gather
+    ep_fwd, cp_fwd, cp_bwd = comm.ep_fwd, comm.cp_fwd, comm.cp_bwd
     act_msg = layer.tokens * m.hidden * M.ACT_BYTES
-    tp_fwd, tp_bwd, all_gather = tp_comm(net, place, w, tp, layer, act_msg)
-    ep_fwd = ep_comm(net, place, m, w, ep, layer.tokens, hidden_split)
-    cp_fwd, cp_bwd = cp_comm(net, place, m, w, cp, tp, layer.tokens, layer)
 
     full, selective = w["recompute"] == 2, w["recompute"] == 1
     recompute_layer = np.where(full, layer.fwd, np.where(selective & ~w["flash_attention"], layer.attn_fwd, 0.0))
@@ -342,19 +305,19 @@ def training_columns(w: dict) -> dict:
 
     # Pipeline: scatter-gather sends (Narayanan et al. 2021, Sec. 4.1): each TP rank sends 1/tp of
     # the boundary activation and the receiver all-gathers it over the scale-up links.
-    p2p = _only_where(pp > 1, lambda: net.p2p_s(place.pp_stride, act_msg / tp) + np.where(w["sp"], 0.0, all_gather))
+    p2p = only_where(pp > 1, lambda: net.p2p_s(place.pp_stride, act_msg / tp) + np.where(w["sp"], 0.0, all_gather))
     pp_comm = np.where(pp > 1, 2 * vp * microbatches * p2p, 0.0)
     # Fill and drain: pp - 1 stages idle for a micro-batch's forward and backward (1/vp of it when
     # interleaved), and the activation and its gradient cross the pp - 1 stage boundaries on the way.
     bubble = (pp - 1) * (t_mb / vp + 2 * p2p)
 
-    weights, grads, optimizer, activations, dense_params, expert_params = memory_parts(
-        m, w, tp, pp, dp, cp, ep, vp, b, microbatches, layer.tokens, etp)
+    state = distinct(ModelState, w, STATE_KEYS)
+    (dense_params, expert_params), weights, grads, optimizer = state.params, state.weights, state.grads, state.optimizer
+    activations = activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, layer.tokens)
     mem = weights + grads + optimizer + activations
     fwd_mb = layers_per_stage * (layer.fwd + tp_fwd) + layer.logits
+    dp_s = dp_comm(w, dp, cp, state, microbatches, fwd_mb, t_mb - fwd_mb, layers_per_stage)
     n_expert = expert_dp(tp, cp, dp, ep, etp)
-    dp_s = dp_comm(net, place, m, w, dp, cp, ep, microbatches, (dense_params, expert_params),
-                   fwd_mb, t_mb - fwd_mb, layers_per_stage, n_expert)
     sharded = w["zero"] >= 1
     opt_params = (np.where(sharded, dense_params / (dp * cp), dense_params)
                   + np.where(sharded, expert_params / n_expert, expert_params))

@@ -90,9 +90,10 @@ def bus_efficiency(n, message_bytes, efficiency_max, half_bytes, local_copy_frac
     # promote the caller's float32 arrays)
     n = max(float(n), 2.0) if np.ndim(n) == 0 else np.maximum(n, 2.0)
     m = np.asarray(message_bytes)
-    live = m > 0
-    size = 1.0 / (1.0 + np.sqrt(half_bytes / np.where(live, m, 1.0)))  # SATURATION_EXPONENT = 1/2
-    if not np.all(live):
+    live = np.asarray(m > 0)
+    every = live.all()
+    size = 1.0 / (1.0 + np.sqrt(half_bytes / (m if every else np.where(live, m, 1.0))))  # SATURATION_EXPONENT = 1/2
+    if not every:
         size = np.where(live, size, 0.0)
     return efficiency_max * (n - 1.0) / (n - 1.0 + local_copy_fraction) * size
 

@@ -67,7 +67,8 @@ def gemm_compute_s(m, n, k, peak_flops_per_s, efficiency_max, tiles_per_wave, k_
         splits = np.clip(k / split_k_min_depth, 1.0, np.maximum(tiles_per_wave / tiles, 1.0))
         seconds = (np.maximum(tiles * splits, tiles_per_wave) * (k / splits + k_ramp)
                    * (2.0 * TILE_M * TILE_N / (peak_flops_per_s * efficiency_max)))
-    return np.where(tiles * k > 0, seconds, 0.0)
+    live = np.asarray(tiles * k > 0)
+    return seconds if live.all() else np.where(live, seconds, 0.0)
 
 
 def gemm_memory_s(m, n, k, bandwidth_bytes_per_s, memory_efficiency, operand_bytes, output_bytes=OUTPUT_BYTES):
