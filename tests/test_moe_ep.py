@@ -9,8 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dse
-from dse.perf.collectives import Network
-from tests.test_collectives import fitted
+from dse.perf.collectives import COLLECTIVE_OPS, Network
 
 # A fine-grained MoE (Qwen3-30B-A3B's shape, fewer layers): 128 experts, top-8, expert FFN 768.
 MOE = dict(layers=8, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144, vocab=151936,
@@ -21,6 +20,15 @@ def train(**kw) -> pd.DataFrame:
     row = dict(MOE, system="b200", gpus=8, tp=1, pp=1, ep=8, global_batch=8, micro_batch=1, precision="bf16")
     row.update(kw)
     return dse.evaluate_training(pd.DataFrame([row]))
+
+
+def fitted(rows, eff, floor, half_bytes, copy) -> dict:
+    """The same fitted parameters for every collective op."""
+    out = {}
+    for op in COLLECTIVE_OPS:
+        out.update({f"{op}_efficiency": np.full(rows, eff), f"{op}_floor_s": np.full(rows, floor),
+                    f"{op}_half_bytes": np.full(rows, half_bytes), f"{op}_local_copy_fraction": np.full(rows, copy)})
+    return out
 
 
 def network(domain, rows=1) -> Network:
