@@ -96,9 +96,10 @@ def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
         gpus, gb = _num(r["gpus"], 1.0), _num(r["global_batch"], 1.0)
         rec.update(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=gpus / (tp * pp * cp), global_batch=gb,
                    micro_batch=_num(r["micro_batch"], 1.0))
-        etp = _num(r.get("etp", ""))
-        if etp == etp:   # stated (Megatron-Core's default is tp)
-            rec["etp"] = etp
+        for name in ("etp", "mtp_layers"):   # stated (default: etp = tp, no MTP)
+            value = _num(r.get(name, ""))
+            if value == value:
+                rec[name] = value
         records.append(rec)
     frame = pd.DataFrame.from_records(records, index=table.index)
     for name in ("recompute", "zero", "sp") + STATED_SETTINGS:  # columns some rows state: the preset fills the others

@@ -146,3 +146,14 @@ def test_decode_streams_only_the_experts_its_tokens_touch():
     assert one_top2 < 0.5 * one_all
     many_top2, many_two, many_all = tpot[3:]
     assert many_top2 > 1.3 * many_two and many_top2 < many_all
+
+
+def test_a_multi_token_prediction_module_costs_a_layer_and_a_head_spread_over_the_stages():
+    row = dict(model="deepseek-v3", system="gb200", gpus=256, tp=1, pp=8, vp=4, ep=32, global_batch=2048,
+               precision="mxfp8")
+    out = dse.evaluate_training(pd.DataFrame([row, dict(row, mtp_layers=0), dict(row, mtp_layers=1),
+                                              dict(row, mtp_layers=1, pp=4, vp=1)]))
+    step = out["step_time_s"].to_numpy()
+    assert step[1] == step[0] and step[2] > step[0]
+    # one more layer and head among 61 layers and a head: a few percent, not a whole stage's worth
+    assert step[2] < 1.06 * step[0]

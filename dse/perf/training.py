@@ -296,7 +296,11 @@ def training_columns(w: dict) -> dict:
     recompute_layer = np.where(full, layer.fwd, np.where(selective & ~w["flash_attention"], layer.attn_fwd, 0.0))
     # the slowest stage: a layer count pp does not divide leaves some stages a layer more
     layers_per_stage = np.ceil(m.layers / pp - 1e-6)
-    stage_compute = layers_per_stage * (layer.fwd + layer.bwd) + layer.head
+    # the multi-token-prediction modules (a layer and an output head each): frameworks place them with
+    # the pipeline layout balanced around them (Megatron-Core pipeline_model_parallel_layout), so
+    # each stage carries 1/pp of their work
+    mtp_work = w["mtp_layers"] * (layer.fwd + layer.bwd + layer.head) / pp
+    stage_compute = layers_per_stage * (layer.fwd + layer.bwd) + layer.head + mtp_work
     stage_recompute = layers_per_stage * recompute_layer
     stage_tp = layers_per_stage * (tp_fwd + tp_bwd + np.where(full, tp_fwd, 0.0))
     stage_cp = layers_per_stage * (cp_fwd + cp_bwd + np.where(full, cp_fwd, 0.0))
