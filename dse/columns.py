@@ -74,7 +74,22 @@ BLOCK_ROWS = 1 << 15
 UNIFORM_ROWS = 1 << 12
 
 
-class Block(Mapping):
+class ColumnView(Mapping):
+    """A lazy view of the columns of `_work` (each read through the subclass's __getitem__): the
+    names, their count and membership are the underlying columns'."""
+    _work: Mapping
+
+    def __iter__(self):
+        return iter(self._work)
+
+    def __len__(self) -> int:
+        return len(self._work)
+
+    def __contains__(self, key) -> bool:
+        return key in self._work
+
+
+class Block(ColumnView):
     """The columns of one row block, sliced (and catalog columns expanded) on first read: a kernel
     pays only for the columns it uses, however many the schema defines (the fitted kernel
     parameters of every number format, say). In a `uniform` block (rows of one catalog entry each,
@@ -96,14 +111,6 @@ class Block(Mapping):
             self._seen[key] = v[rows] if isinstance(v, CatalogColumn) or np.ndim(v) else v
         return self._seen[key]
 
-    def __iter__(self):
-        return iter(self._work)
-
-    def __len__(self) -> int:
-        return len(self._work)
-
-    def __contains__(self, key) -> bool:
-        return key in self._work
 
 
 class _Reordered:
@@ -121,7 +128,7 @@ class _Reordered:
         return len(self.order)
 
 
-class Reordered(Mapping):
+class Reordered(ColumnView):
     """The columns of `work` with their rows in `order`, each reordered when first read (catalog
     columns only where a block reads them)."""
 
@@ -138,14 +145,6 @@ class Reordered(Mapping):
             self._seen[key] = v
         return self._seen[key]
 
-    def __iter__(self):
-        return iter(self._work)
-
-    def __len__(self) -> int:
-        return len(self._work)
-
-    def __contains__(self, key) -> bool:
-        return key in self._work
 
 
 def _group_key(work: dict, n: int):

@@ -244,12 +244,19 @@ def evaluate_training(frame):
     return _in_slices(frame, _training)
 
 
-def _training(cols: dict) -> dict:
-    cols, work, n = resolved(cols, "training")
+def _kernel(cols: dict, evaluator: str, inputs_of, columns_of):
+    """(resolved columns, the kernel's inputs, its outputs with reasons) of one evaluator: names
+    resolved, inputs built once for the batch, the kernel run block by block, reasons attached."""
+    cols, work, n = resolved(cols, evaluator)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
-        inputs = training_inputs(work, n)
-        out = blockwise(training_columns, inputs, n)
-    _reasons(work, out, _invalid(cols, "training"))
+        inputs = inputs_of(work, n)
+        out = blockwise(columns_of, inputs, n)
+    _reasons(work, out, _invalid(cols, evaluator))
+    return work, inputs, out
+
+
+def _training(cols: dict) -> dict:
+    work, inputs, out = _kernel(cols, "training", training_inputs, training_columns)
     out.update(economics.workload_costs(work, out["step_time_s"], out["tokens_per_step"], inputs["gpus"]))
     return out
 
@@ -261,11 +268,7 @@ def evaluate_inference(frame):
 
 
 def _inference(cols: dict) -> dict:
-    cols, work, n = resolved(cols, "inference")
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
-        inputs = inference_inputs(work, n)
-        out = blockwise(inference_columns, inputs, n)
-    _reasons(work, out, _invalid(cols, "inference"))
+    work, inputs, out = _kernel(cols, "inference", inference_inputs, inference_columns)
     for phase in ("prefill_bound", "decode_bound"):  # compute / memory / network, as a categorical
         out[phase] = pd.Categorical.from_codes(out[phase], categories=list(BOUNDS))
     # One batch run (prefill + decode of `batch` sequences) is the step, its output tokens the tokens.
@@ -282,11 +285,7 @@ def evaluate_serving(frame):
 
 
 def _serving(cols: dict) -> dict:
-    cols, work, n = resolved(cols, "serving")
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
-        inputs = serving_inputs(work, n)
-        out = blockwise(serving_columns, inputs, n)
-    _reasons(work, out, _invalid(cols, "serving"))
+    work, _, out = _kernel(cols, "serving", serving_inputs, serving_columns)
     # one second of the deployment: its output tokens, on all its GPUs
     out.update(economics.workload_costs(work, 1.0, out["output_tokens_per_s"], out["serving_gpus"]))
     return out

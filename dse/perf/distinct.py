@@ -8,37 +8,31 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from dse.columns import ColumnView
+
 
 class _PerRowColumn(Exception):
     """A function evaluated on distinct rows read a per-row column outside its key."""
 
 
-class _DistinctRows(Mapping):
+class _DistinctRows(ColumnView):
     """The columns of a block at the given rows only: key columns restricted to them, columns with
     one value (or none per row) as they are; any other per-row column raises _PerRowColumn."""
 
     def __init__(self, block: Mapping, first: np.ndarray, keys):
-        self._block, self._first, self._keys, self._seen = block, first, keys, {}
+        self._work, self._first, self._keys, self._seen = block, first, keys, {}
         self.rows = len(first)
 
     def __getitem__(self, key):
         if key not in self._seen:
-            v = self._block[key]
-            if np.ndim(v) == 1 and len(v) == self._block.rows:
+            v = self._work[key]
+            if np.ndim(v) == 1 and len(v) == self._work.rows:
                 if key not in self._keys:
                     raise _PerRowColumn(key)
                 v = v[self._first]
             self._seen[key] = v
         return self._seen[key]
 
-    def __iter__(self):
-        return iter(self._block)
-
-    def __len__(self) -> int:
-        return len(self._block)
-
-    def __contains__(self, key) -> bool:
-        return key in self._block
 
 
 def _dense_codes(v: np.ndarray) -> tuple[np.ndarray | None, int]:
