@@ -262,6 +262,21 @@ def brute_force_in_domain(domain, tp, cp, ep, pp, dp):
             "cp_stride": rank(0, 1, 0, 0, 0) if cp > 1 else tp}
 
 
+def brute_force_megatron_order(domain, tp, cp, ep, pp, dp):
+    """Megatron-Core's training order 'tp-cp-ep-dp-pp': TP innermost, then CP, then the dp data-
+    parallel ranks (EP the innermost of them), PP outermost; the expert layers fold a stage's
+    tp x cp x dp GPUs as etp x ep x expert-dp (etp = tp) in GPU order."""
+    def rank(t, c, d, p):
+        return t + tp * (c + cp * (d + dp * p))
+    stage = tp * cp * dp
+    dense_dp = [rank(0, c, d, 0) for c, d in itertools.product(range(cp), range(dp))]
+    expert_dp = [i * tp * ep for i in range(stage // (tp * ep))]
+    inside = lambda group: sum(r // domain == 0 for r in group)
+    return {"tp_in": inside(range(tp)), "ep_in": inside([i * tp for i in range(ep)]),
+            "dense_dp_in": inside(dense_dp), "expert_dp_in": inside(expert_dp),
+            "pp_stride": rank(0, 0, 0, 1)}
+
+
 LAYOUTS = [  # domain, tp, cp, ep, pp, dp
     (8, 8, 1, 1, 8, 8),      # Megatron GPT-3: TP fills the node, PP and DP across nodes
     (8, 2, 2, 2, 2, 4),      # every dimension: TP pairs, CP and EP inside, PP and outer DP across
@@ -403,3 +418,21 @@ def test_the_fitted_floor_is_paid_once_per_training_collective():
     for n in (2.0, 8.0, 16.0):
         assert (with_floor.all_reduce_s(f(n), f(8), 1e6) - without.all_reduce_s(f(n), f(8), 1e6)) == pytest.approx(7e-6)
     assert with_floor.all_reduce_s(f(1), f(1), 1e6) == 0.0
+
+
+@PROPERTY
+@given(st.sampled_from([4, 8, 16, 32, 64]), st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4]),
+       st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]))
+def test_training_placement_matches_megatron_rank_order(domain, tp, cp, ep, pp, outer):
+    dp = ep * outer
+    p = Placement(f([domain]), f([tp]), f([cp]), f([ep]), f([pp]), f([dp]), pp_outermost=True)
+    want = brute_force_megatron_order(domain, tp, cp, ep, pp, dp)
+    assert (p.tp_in[0], p.ep_in[0], p.dense_dp_in[0], p.expert_dp_in[0], p.pp_stride[0]) == (
+        want["tp_in"], want["ep_in"], want["dense_dp_in"], want["expert_dp_in"], want["pp_stride"])
+
+
+def test_pipeline_outermost_packs_the_data_parallel_group():
+    # Narayanan et al. 2021 Fig. 14 layout: GPT 5.9B, PP 2 x DP 32 on 8-GPU DGX A100 nodes. Each
+    # stage is 32 contiguous GPUs, so a DP group fills 4 whole nodes and the stages sit 32 apart.
+    p = Placement(f([8]), f([1]), f([1]), f([1]), f([2]), f([32]), pp_outermost=True)
+    assert p.dense_dp_in[0] == 8 and p.pp_stride[0] == 32

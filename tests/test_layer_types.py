@@ -244,3 +244,18 @@ def test_sparse_ops_give_the_same_answer_as_dense_evaluation(monkeypatch):
 def test_tp_must_divide_the_mamba_heads_and_groups():
     out = train("nemotron3-nano-30b-a3b", tp=16, gpus=64, seq_len=4096)   # 8 groups
     assert out["infeasible_code"] == dse.schema.REASON_CODE["tp_heads"]
+
+
+def test_low_precision_training_quantizes_every_routed_copy():
+    # An MXFP8 grouped GEMM quantizes its permuted rows (each routed copy of a token, row-wise and
+    # column-wise) and each expert's hidden layer: the quantization traffic of an all-MoE layer
+    # covers at least top_k x (hidden + expert FFN) elements per token, and is none in BF16.
+    from dse.catalog.precision import CODE, TRAINING_QUANTIZE_BYTES
+    q = float(TRAINING_QUANTIZE_BYTES[CODE["mxfp8"]])
+    m = model(layers=4, hidden=2048, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144, vocab=V,
+              experts=128, top_k=8, moe_ffn_hidden=768, gated_mlp=1)
+    s = L.Shape(1.0, 4096.0, 4096.0, 1.0, 8.0)
+    dense, moe = L.layer_shares(m)
+    per_token = lambda quantize: float(L.elementwise_op(m, s, dense, moe, 1.0, quantize_bytes=quantize).bytes[0]) / 4096
+    assert q > 0
+    assert per_token(q) - per_token(0.0) >= q * 8 * (2048 + 768)

@@ -92,16 +92,22 @@ def torus_collective_s(n, message_bytes, alpha, beta_per_gpu, dims, factor):
 
 
 class Placement:
-    """Where each parallel group's ranks sit: ranks are numbered TP innermost, then CP, then EP,
-    then PP, DP outermost; for every group, how many of its members share one scale-up domain
-    (`*_in`) and the stride between pipeline neighbours. The only place strides are computed."""
+    """Where each parallel group's ranks sit: ranks are numbered TP innermost, then CP, then the
+    DP ranks (EP carved out of them, innermost), then PP outermost for training, Megatron-Core's
+    default order 'tp-cp-ep-dp-pp' (parallel_state.RankGenerator; DeepSpeed's PipeDataParallel
+    topology also puts the pipeline outermost): a stage is a contiguous block of tp x cp x dp GPUs,
+    so the data-parallel groups pack into the scale-up domains and pipeline neighbours sit a stage
+    apart. A serving replica keeps its tp x pp GPUs contiguous (TensorRT-LLM, vLLM), stages tp x
+    ep apart (`pp_outermost` False). For every group, how many of its members share one scale-up
+    domain (`*_in`) and the stride between pipeline neighbours. The only place strides are computed."""
 
-    def __init__(self, domain, tp, cp, ep, pp, dp, hierarchical=True, etp=None):
+    def __init__(self, domain, tp, cp, ep, pp, dp, hierarchical=True, etp=None, pp_outermost=False):
         self.domain, self.tp, self.cp, self.ep, self.pp, self.dp = domain, tp, cp, ep, pp, dp
         self.etp = tp if etp is None else etp
         self.hierarchical = hierarchical
         self.cp_stride = tp
-        self.pp_stride = tp * cp * ep
+        self.pp_stride = tp * cp * dp if pp_outermost else tp * cp * ep
+        self.pp_outermost = pp_outermost
 
     @cached_property
     def tp_in(self):
@@ -113,25 +119,30 @@ class Placement:
         # ranks as etp x ep x edp (RankGenerator order tp-ep-dp-pp), so EP ranks sit etp apart
         return ranks_per_domain(self.ep, self.etp, self.domain)
 
-    # Dense DP group = the cp x dp ranks (CP at stride tp, EP ranks at stride tp*cp, outer DP at
-    # stride tp*cp*ep*pp); the expert DP group is the outer DP ranks only. A framework that runs DP
-    # collectives as flat rings over all ranks sends each GPU's traffic through its own NIC.
-    @cached_property
-    def _outer(self):
-        stride = self.tp * self.cp * self.ep * self.pp
-        return stride, ranks_per_domain(self.dp / self.ep, stride, self.domain)
-
+    # Dense DP group = the cp x dp ranks (CP at stride tp, then the DP ranks); the expert DP group
+    # is the stage's ranks over etp x ep. A framework that runs DP collectives as flat rings over
+    # all ranks sends each GPU's traffic through its own NIC.
     @cached_property
     def dense_dp_in(self):
-        stride, outer = self._outer
-        outer_in = np.where(stride < self.domain, outer, 1.0)
-        return np.where(self.hierarchical, ranks_per_domain(self.cp * self.ep, self.tp, self.domain) * outer_in, 1.0)
+        if self.pp_outermost:
+            packed = ranks_per_domain(self.cp * self.dp, self.tp, self.domain)
+        else:
+            stride = self.tp * self.cp * self.ep * self.pp
+            outer = ranks_per_domain(self.dp / self.ep, stride, self.domain)
+            packed = ranks_per_domain(self.cp * self.ep, self.tp, self.domain) * np.where(stride < self.domain, outer, 1.0)
+        return np.where(self.hierarchical, packed, 1.0)
 
     @cached_property
     def expert_dp_in(self):
-        # the stage's tp x cp / etp expert-DP ranks sit ep x etp apart, then the outer DP ranks
-        block = ranks_per_domain(self.tp * self.cp / self.etp, self.ep * self.etp, self.domain)
-        return np.where(self.hierarchical, block * self._outer[1], 1.0)
+        # the stage's tp x cp x dp / (etp x ep) expert-DP ranks sit ep x etp apart
+        edp = self.tp * self.cp * self.dp / (self.etp * self.ep)
+        if self.pp_outermost:
+            packed = ranks_per_domain(edp, self.ep * self.etp, self.domain)
+        else:
+            stride = self.tp * self.cp * self.ep * self.pp
+            block = ranks_per_domain(self.tp * self.cp / self.etp, self.ep * self.etp, self.domain)
+            packed = block * ranks_per_domain(self.dp / self.ep, stride, self.domain)
+        return np.where(self.hierarchical, packed, 1.0)
 
 
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")

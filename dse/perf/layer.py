@@ -188,7 +188,11 @@ def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout
     blocks = m.blocks_per_layer / 2.0                 # the constants are per transformer layer (2 blocks)
     hidden_bytes = ((K["norm_residual_hidden_bytes"] + K["dropout_hidden_bytes"] * dropout) * blocks
                     + K["rope_hidden_bytes"] * rope * m.attention_fraction)
-    casts = quantize_bytes * (2 * blocks * m.hidden / hidden_split + (m.attention_fraction * m.q_dim + m.ffn) / s.tp)
+    # 16-bit inputs of the low-precision GEMMs: each block's normed input, the attention output, and
+    # the MLP's hidden layer; in an MoE layer every routed copy of a token (the grouped GEMM
+    # quantizes its permuted rows) and each expert's hidden layer
+    mlp_inputs = dense_share * m.ffn + moe_share * (m.top_k * m.hidden + (m.top_k + m.shared_experts) * m.moe_ffn)
+    casts = quantize_bytes * (2 * blocks * m.hidden / hidden_split + (m.attention_fraction * m.q_dim + mlp_inputs) / s.tp)
     per_token = activation + hidden_bytes * m.hidden / hidden_split + casts
     return Op("elementwise", "elementwise", "stream", s.tokens, m.hidden, 1.0, bytes=s.tokens * per_token)
 

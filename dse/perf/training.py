@@ -242,7 +242,7 @@ class ModelState:
         m = Model(w)
         tp, pp, dp, cp, ep, etp = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "cp", "ep", "etp"))
         self.params, self.weights, self.grads, self.optimizer = model_state(m, w, tp, pp, dp, cp, ep, etp)
-        place = Placement(w["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp)
+        place = Placement(w["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp, pp_outermost=True)
         self.rs, self.ag, self.ar = dp_collectives(Network(w), place, m, w, dp, cp, ep, self.params,
                                                    expert_dp(tp, cp, dp, ep, etp))
 
@@ -286,7 +286,7 @@ def training_columns(w: dict) -> dict:
     microbatches = np.maximum(w["global_batch"] / (dp * b), 1)
     hw = w  # a Block: hardware columns are read (and expanded) where a formula uses them
     net = Network(w)
-    place = Placement(hw["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp)
+    place = Placement(hw["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp, pp_outermost=True)
     comm = distinct(LayerComm, w, LAYER_KEYS)
     layer, tp_fwd, tp_bwd, all_gather = comm.layer, comm.tp_fwd, comm.tp_bwd, comm.all_gather
     ep_fwd, cp_fwd, cp_bwd = comm.ep_fwd, comm.cp_fwd, comm.cp_bwd
