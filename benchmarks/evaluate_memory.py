@@ -1,7 +1,7 @@
-"""Peak memory of `dse.evaluate_training` on a long DataFrame (20 M rows: 6.3 GiB resident; issue 17
-asked for under 6 GiB, which 16k-row blocks give (5.4 GiB) at about 0.8x the speed of the 32k-row
-blocks used now: the live numpy allocations are the same, tracemalloc says; the difference is freed
-block temporaries the C allocator keeps).
+"""Peak memory of `dse.evaluate_training` on a long DataFrame (20 M rows: 4.5 GiB resident; issue 17
+asked for under 6 GiB). The evaluation hands back freed memory before and between its slices
+(dse.evaluate._release_freed_memory): without that, the Arrow pages cached by reading the Parquet
+file and the C heap's freed block temporaries kept the peak at 6.3 GiB.
 
     python benchmarks/evaluate_memory.py [--rows 20000000]
 

@@ -10,6 +10,9 @@ the result columns added. Columns are listed by `dse list columns` (dse.schema).
 """
 from __future__ import annotations
 
+import ctypes
+import sys
+
 import numpy as np
 import pandas as pd
 
@@ -216,15 +219,31 @@ def _invalid(cols: dict, evaluator: str) -> list:
 SLICE_ROWS = 1 << 20
 
 
+def _release_freed_memory():
+    """Hand freed memory back to the OS before and between the slices of a long frame: pages of
+    Arrow's allocator that reading the frame (pandas.read_parquet) left cached, about the frame's
+    size again, and the C heap's freed block temporaries (a few hundred kB each, which glibc keeps
+    on its heap once its mmap threshold has grown). Neither is memory anything still uses."""
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        arrow.default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):   # not glibc: nothing to trim
+        pass
+
+
 def _in_slices(frame, run):
     """Results of `run(columns)` for the whole frame, computed slice by slice; categorical outputs
     keep one category list across slices."""
     cols, n = to_columns(frame)
     if n <= SLICE_ROWS:
         return pack(frame, run(cols))
+    _release_freed_memory()
     out, categories = {}, {}
     for start in range(0, n, SLICE_ROWS):
         part = run({k: v[start:start + SLICE_ROWS] for k, v in cols.items()})
+        _release_freed_memory()
         for k, v in part.items():
             if isinstance(v, pd.Categorical):
                 index = categories.setdefault(k, {})
