@@ -66,6 +66,38 @@ def test_a_skew_factor_of_one_gives_the_balanced_time():
     assert float(heavier["ep_comm_s"].iloc[0]) > float(balanced["ep_comm_s"].iloc[0])
 
 
+def _moe_s(out):
+    return float(out["compute_s"].iloc[0]), float(out["ep_comm_s"].iloc[0])
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(1.0, 3.0), st.floats(1.0, 4.0))
+def test_a_capacity_factor_drops_only_the_load_beyond_it(imbalance, capacity):
+    # Dropping caps the busiest expert at capacity x the mean: never slower than dropless routing,
+    # never faster than balanced routing, and the dropless time where nothing is dropped.
+    dropless = _moe_s(train(gpus=64, global_batch=64, moe_imbalance=imbalance))
+    capped = _moe_s(train(gpus=64, global_batch=64, moe_imbalance=imbalance, moe_capacity_factor=capacity))
+    balanced = _moe_s(train(gpus=64, global_batch=64, moe_imbalance=1.0))
+    for d, c, b in zip(dropless, capped, balanced):
+        assert b * (1 - 1e-6) <= c <= d * (1 + 1e-6)
+    if capacity >= imbalance:
+        assert capped == pytest.approx(dropless, rel=1e-6)
+
+
+def test_padded_experts_compute_their_capacity_and_can_be_graphed():
+    balanced = train(gpus=64, global_batch=64, moe_imbalance=1.0)
+    padded = train(gpus=64, global_batch=64, moe_imbalance=1.5, moe_capacity_factor=2.0, moe_pad_to_capacity=True)
+    same = train(gpus=64, global_batch=64, moe_imbalance=1.5, moe_capacity_factor=1.0, moe_pad_to_capacity=True)
+    # capacity 1 padded: every expert exactly at the mean, whatever the routing
+    assert _moe_s(same) == pytest.approx(_moe_s(balanced), rel=1e-6)
+    # capacity 2: twice the routed pairs computed and exchanged, so more than balanced routing
+    assert all(p > b for p, b in zip(_moe_s(padded), _moe_s(balanced)))
+    # static shapes: with CUDA graphs the experts' host launches disappear too
+    host = dict(gpus=64, global_batch=64, host_layer_s=0.0, host_expert_s=0.05, cuda_graphs=True)
+    assert float(train(**host)["host_wait_s"].iloc[0]) > 0
+    assert float(train(**host, moe_capacity_factor=1.0, moe_pad_to_capacity=True)["host_wait_s"].iloc[0]) == 0.0
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from([8, 16, 32, 64]), st.sampled_from([0, 1, 2]), st.floats(4e6, 1e9), st.sampled_from([2, 6, 8]))
 def test_expert_exchange_falls_as_the_scaleup_domain_covers_the_ep_group(n, dispatcher, token_bytes, top_k):

@@ -94,17 +94,30 @@ def mlp_ops(m, s: Shape, operand, dense_share) -> list:
                low_precision=True, weight=dense_share)]
 
 
-def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None) -> list:
+def capacity_load(imbalance, capacity, padded):
+    """(busiest expert's load over the mean, tokens every expert computes over the mean) of routing
+    with busiest-expert ratio `imbalance` under a capacity factor (Megatron-Core
+    moe_expert_capacity_factor; 0 = dropless): an expert drops the tokens beyond `capacity` x the
+    mean, so its load is min(imbalance, capacity); padded experts (moe_pad_expert_input_to_capacity),
+    and all experts when the capacity is at most the mean, compute exactly their capacity."""
+    dropping = capacity > 0
+    full = dropping & (padded | (capacity <= 1.0))
+    busiest = np.where(full, 1.0, np.where(dropping, np.minimum(imbalance, capacity), imbalance))
+    return busiest, np.where(full, capacity, 1.0)
+
+
+def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale=1.0) -> list:
     """Router GEMM, the routed experts as one MoE layer kernel (permute, grouped GEMMs, activation,
     unpermute on this GPU's E/ep experts, each sharded over TP, paced by the busiest rank: the fitted
     form of dse.perf.forms.moe, `imbalance` its busiest expert's load over the mean) and the shared
     experts. The all-to-all dispatcher brings each GPU the routed pairs of its EP group's tokens; it
     routes, reads and writes only its own tokens. `spread`: tokens spread evenly over the experts
     (the default where imbalance is 1: balanced training routers) or routed at random (serving: R
-    routed pairs touch E_l (1 - (1 - 1/E_l)^R) of the E_l local experts)."""
+    routed pairs touch E_l (1 - (1 - 1/E_l)^R) of the E_l local experts). `token_scale`: the routed
+    pairs each expert computes over the mean where experts run full to a capacity (capacity_load)."""
     up = m.mlp_mats - 1
     shared = m.shared_experts * m.moe_ffn / s.tp
-    shape = {"num_tokens": s.tokens * s.ep, "local_tokens": s.tokens, "hidden_size": m.hidden, "inter_size": m.moe_ffn,
+    shape = {"num_tokens": s.tokens * s.ep * token_scale, "local_tokens": s.tokens, "hidden_size": m.hidden, "inter_size": m.moe_ffn,
              "topk": m.top_k, "num_experts": m.experts, "tp_size": s.tp, "ep_size": s.ep, "gated": up,
              "weight_bytes": operand, "busiest_expert_ratio": imbalance,
              "spread": imbalance <= 1.0 if spread is None else spread}

@@ -71,7 +71,8 @@ class Layer:
         backward = np.where(flash, np.float32(K["flash_backward_factor"]), np.float32(K["unfused_backward_factor"]))
         ops = X.attention_projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
         if np.any(m.is_moe):
-            ops += L.moe_ops(m, experts, operand, moe, w["moe_imbalance"])
+            busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"], w["moe_pad_to_capacity"])
+            ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full)
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
@@ -129,9 +130,11 @@ def tp_comm(net, place, w, tp, layer, act_msg):
 
 def ep_comm(net, place, m, w, ep, tokens, hidden_split):
     """Forward token exchange of one layer (dispatch + combine on MoE layers, by the framework's
-    dispatcher, paced by the most loaded rank); the backward repeats it."""
+    dispatcher, paced by the most loaded rank, or of capacity-sized buffers where experts run full);
+    the backward repeats it."""
     _, moe = L.layer_shares(m)
-    token_bytes = tokens * m.hidden * M.ACT_BYTES / hidden_split * w["moe_imbalance"]
+    busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"], w["moe_pad_to_capacity"])
+    token_bytes = tokens * m.hidden * M.ACT_BYTES / hidden_split * busiest * full
     return only_where(ep > 1, lambda: moe * net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k,
                                                                    w["moe_dispatcher"]))
 
@@ -151,10 +154,12 @@ def ep_exposed(w, layer, ep_fwd, full):
 def host_time(m, w, ep):
     """Host (CPU) time to launch one layer's forward and backward, on average over the layers: the
     eager part of the layer (none of it under CUDA graphs) and the routed experts, which stay eager
-    (their token counts change every step), per local expert."""
+    (their token counts change every step), per local expert, unless they are padded to a fixed
+    capacity: static shapes, which CUDA graphs capture too."""
     _, moe = L.layer_shares(m)
     eager = np.where(w["cuda_graphs"], 0.0, w["host_layer_s"])
-    return eager + moe * m.experts / ep * w["host_expert_s"]
+    static = w["cuda_graphs"] & (w["moe_capacity_factor"] > 0) & w["moe_pad_to_capacity"]
+    return eager + moe * m.experts / ep * np.where(static, 0.0, w["host_expert_s"])
 
 
 def expert_dp(tp, cp, dp, ep, etp):
@@ -165,6 +170,7 @@ def expert_dp(tp, cp, dp, ep, etp):
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "moe_imbalance",
+              "moe_capacity_factor", "moe_pad_to_capacity",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical")
 
 
