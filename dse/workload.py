@@ -34,6 +34,7 @@ class Model:
         self.learned_pos = f("learned_pos_emb") > 0
         self.experts, self.top_k = f("experts"), f("top_k")
         self.shared_experts, self.moe_ffn = f("shared_experts"), f("moe_ffn_hidden")
+        self.routed_groups, self.group_top_k = f("routed_groups"), f("group_top_k")   # node-limited routing
         interval = np.maximum(f("moe_layer_interval"), 1)
         dense_lead = f("dense_layers")
         self.is_moe = self.experts > 0

@@ -139,6 +139,42 @@ def test_flex_dispatch_sends_each_token_once_per_remote_domain():
         float(inside.expert_exchange_s(n, n, 1e8, 8, np.array([0]))[0]), rel=1e-9)
 
 
+def test_node_limited_routing_reaches_at_most_its_groups_domains():
+    from dse.perf.collectives import remote_domains
+    # DeepSeek-V3 on 8 nodes, one expert group per node: a token's experts come from 4 groups, so
+    # it reaches exactly 4 nodes, 7/8 of them other nodes (3.5), against 7(1 - (7/8)^8) = 4.59
+    # under uniform routing.
+    assert float(remote_domains(8.0, 8.0, 8.0, 4.0)) == pytest.approx(3.5, rel=1e-9)
+    assert float(remote_domains(8.0, 8.0)) == pytest.approx(7 * (1 - (7 / 8) ** 8), rel=1e-6)
+    # no limit (0 groups, or as many groups allowed as exist) is uniform routing
+    for groups, k_g in ((0.0, 0.0), (8.0, 8.0), (1.0, 1.0)):
+        assert float(remote_domains(8.0, 8.0, groups, k_g)) == pytest.approx(float(remote_domains(8.0, 8.0)), rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8, 16, 32]), st.sampled_from([2, 4, 6, 8]), st.sampled_from([4, 8, 16]),
+       st.sampled_from([1, 2, 3, 4]))
+def test_node_limited_routing_never_reaches_more_domains(domains, top_k, groups, k_g):
+    from dse.perf.collectives import remote_domains
+    d, k, g, kg = (np.float64(x) for x in (domains, top_k, groups, k_g))
+    limited, uniform = float(remote_domains(d, k, g, kg)), float(remote_domains(d, k))
+    assert 0.0 <= limited <= uniform + 1e-9
+    assert limited <= min(kg * max(d / g, 1.0), d) * (d - 1) / d + 1e-9   # the chosen groups' domains
+
+
+def test_decode_runs_deepep_low_latency_kernels_without_per_domain_dedup():
+    # A pure-decode pass of the flex dispatcher sends every routed copy (DeepEP low latency): in BF16
+    # (the same bytes per element either way) its step costs what an all-to-all's does, while a
+    # prefill pass, which deduplicates per domain, is faster than the all-to-all.
+    row = dict(model="deepseek-v3", system="h100-sxm", framework="sglang", precision="bf16", disaggregated=True,
+               isl=2000, osl=100, prefill_gpus=32, prefill_tp=1, prefill_ep=32, decode_gpus=72, tp=1, pp=1, ep=72,
+               max_num_tokens=16384, experts=288, concurrency=18432.0)
+    flex = dse.evaluate_serving(pd.DataFrame([dict(row, moe_dispatcher="flex")]))
+    a2a = dse.evaluate_serving(pd.DataFrame([dict(row, moe_dispatcher="alltoall")]))
+    assert float(flex["tpot_s"].iloc[0]) == pytest.approx(float(a2a["tpot_s"].iloc[0]), rel=1e-6)
+    assert float(flex["prefill_tokens_per_s_per_gpu"].iloc[0]) > float(a2a["prefill_tokens_per_s_per_gpu"].iloc[0])
+
+
 def test_all_to_all_overlap_never_exposes_more_and_hides_a_short_exchange():
     plain, overlapped = train(gpus=64, global_batch=64), train(gpus=64, global_batch=64, moe_a2a_overlap=True)
     assert float(overlapped["ep_comm_s"].iloc[0]) < float(plain["ep_comm_s"].iloc[0])

@@ -128,6 +128,8 @@ def deepseek(f: Fields) -> dict:
                 q_lora_rank=f.num("q_lora_rank", 0.0, minimum=0), qk_rope_head_dim=rope)
     layers, first, freq = int(cols["layers"]), int(f.num("first_k_dense_replace", 0, minimum=0)), int(f.num("moe_layer_freq", 1))
     moe_layers = sum(1 for i in range(layers) if i >= first and i % freq == 0)
+    # node-limited routing: a token's experts come from topk_group of the n_group expert groups
+    cols.update(routed_groups=f.num("n_group", 0.0, minimum=0), group_top_k=f.num("topk_group", 0.0, minimum=0))
     return moe(f, cols, moe_layers, experts="n_routed_experts", top_k="num_experts_per_tok",
                expert_size="moe_intermediate_size", shared=f.num("n_shared_experts", 0.0, minimum=0))
 

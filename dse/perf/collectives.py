@@ -148,6 +148,32 @@ class Placement:
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
+def remote_domains(domains, top_k, groups=0.0, group_top_k=0.0):
+    """Expected number of other scale-up domains holding one of a token's top_k experts, the
+    experts spread evenly over `domains` domains. Uniform routing reaches (D - 1)(1 - (1 - 1/D)^k)
+    of them (DeepSeek-V3 report Sec. 3.2.2). Node-limited routing picks group_top_k = k_g of the
+    experts' `groups` = G groups first, then the k experts inside them (DeepSeek-V3: G 8, k_g 4, 'each
+    token is sent to at most 4 nodes'). With G >= D groups (G/D per domain) the chosen groups sit in
+    D (1 - C(G - G/D, k_g) / C(G, k_g)) domains; with G < D each group spans D/G domains and the k
+    experts fall in S (1 - (1 - 1/S)^k) of the S = k_g D/G domains of the chosen groups. A share
+    (D - 1)/D of the domains reached are other domains."""
+    d = np.maximum(domains, 1.0)
+    uniform = (d - 1.0) * -np.expm1(top_k * np.log1p(-1.0 / np.maximum(d, 1.0 + 1e-9)))
+    limited = (groups > 1) & (group_top_k > 0) & (group_top_k < groups)
+    if not np.any(limited):
+        return uniform
+    g = np.maximum(groups, 1.0)
+    per_domain = g / d
+    missed = 1.0   # probability that none of the chosen groups is in a given domain
+    for i in range(int(np.max(np.where(limited, group_top_k, 0.0)))):
+        step = np.clip((g - per_domain - i) / np.maximum(g - i, 1.0), 0.0, 1.0)
+        missed = missed * np.where(i < group_top_k, step, 1.0)
+    spans = np.maximum(group_top_k * d / g, 1.0)
+    reached = np.where(g >= d, d * (1.0 - missed), spans * -np.expm1(top_k * np.log1p(-1.0 / np.maximum(spans, 1.0 + 1e-9))))
+    reached = np.where(spans <= 1.0, 1.0, reached) if np.any(g < d) else reached
+    return np.where(limited, np.minimum(uniform, reached * (d - 1.0) / d), uniform)
+
+
 def overlapped_s(comm, window, sm_fraction):
     """Exposed seconds of communication `comm` run under computation `window` (another micro-batch's:
     Megatron-Core's 1F1B all-to-all overlap, DualPipe, SGLang's two-batch overlap): what the window
@@ -254,7 +280,7 @@ class Network:
         alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
         return np.where(n > 1, (n - 1) * alpha + np.maximum(intra, inter), 0.0)
 
-    def expert_exchange_s(self, n, g, token_bytes, top_k, dispatcher):
+    def expert_exchange_s(self, n, g, token_bytes, top_k, dispatcher, groups=0.0, group_top_k=0.0):
         """Dispatch plus combine of one MoE layer's tokens over n expert-parallel ranks (g of them
         in one scale-up domain); `token_bytes` = this rank's tokens x hidden x element bytes.
         dispatcher 0 (all-to-all): every routed copy is sent, an all-to-all of top_k x token_bytes
@@ -262,22 +288,23 @@ class Network:
         outputs back. 2 (flex: DeepEP, HybridEP): a token crosses to each other scale-up domain
         holding one of its experts once, over the NIC, and is forwarded inside it; under uniform
         routing it reaches (D - 1)(1 - (1 - 1/D)^top_k) of the other D - 1 domains (DeepSeek-V3
-        report Sec. 3.2.2: IB sends deduplicated per node, NVLink forwards), while every routed copy
-        still crosses the scale-up links once."""
+        report Sec. 3.2.2: IB sends deduplicated per node, NVLink forwards), fewer under node-limited
+        routing (`groups`, `group_top_k`: remote_domains), while every routed copy still crosses the
+        scale-up links once."""
         n = np.maximum(n, 1)
         routed = token_bytes * top_k
         a2a = 2 * self.all_to_all_s(n, g, routed) if np.any(dispatcher == 0) else 0.0
         gather = (self.all_gather_s(n, g, n * token_bytes) + self.reduce_scatter_s(n, g, n * token_bytes)
                   if np.any(dispatcher == 1) else 0.0)
-        flex = 2 * self._flex_dispatch_s(n, g, token_bytes, top_k) if np.any(dispatcher == 2) else 0.0
+        flex = (2 * self._flex_dispatch_s(n, g, token_bytes, top_k, groups, group_top_k)
+                if np.any(dispatcher == 2) else 0.0)
         return np.select([dispatcher == 1, dispatcher == 2], [gather, flex], a2a)
 
-    def _flex_dispatch_s(self, n, g, token_bytes, top_k):
-        domains = n / g
-        remote_domains = (domains - 1) * (1 - (1 - 1 / domains) ** top_k)
+    def _flex_dispatch_s(self, n, g, token_bytes, top_k, groups, group_top_k):
+        remote = remote_domains(n / g, top_k, groups, group_top_k)
         routed = token_bytes * top_k
         intra = (n - 1) / n * routed / self.up("all_to_all", n, routed)
-        inter = token_bytes * remote_domains / self.out("all_to_all", n, routed)
+        inter = token_bytes * remote / self.out("all_to_all", n, routed)
         alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
         return self._plus_overhead("all_to_all", n, np.where(n > 1, (n - 1) * alpha + np.maximum(intra, inter), 0.0))
 

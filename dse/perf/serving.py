@@ -91,21 +91,28 @@ def stage_s(p: Pass, net: Network, place: Placement, decode_seqs, verify, prefil
     act_msg = tokens * m.hidden * M.ACT_BYTES
     all_reduce = np.where(tp > 1, net.all_reduce_s(tp, place.tp_in, act_msg), 0.0)
     kernels = (compute + memory) * layers_per_stage
-    experts = expert_exchange_s(p, net, place, tokens, layers_per_stage, kernels) if np.any(ep > 1) else 0.0
+    decode_only = np.asarray(prefill_seqs) <= 0
+    experts = (expert_exchange_s(p, net, place, tokens, layers_per_stage, kernels, decode_only)
+               if np.any(ep > 1) else 0.0)
     send = np.where(pp > 1, net.p2p_s(place.pp_stride, act_msg / tp), 0.0)
     comm = layers_per_stage * m.blocks_per_layer * all_reduce + experts + send
     overhead = p.layer_overhead * layers_per_stage + p.launch_overhead * K["kernels_per_pass"]
     return kernels + hc + hm + comm + overhead
 
 
-def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_per_stage, kernels):
+def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_per_stage, kernels, decode_only=False):
     """Exposed dispatch + combine of a pass's MoE layers by the engine's dispatcher (DeepEP-style
     `flex` sends low-precision tokens in the GEMM format and combines in BF16), under the pass's
-    other computation where the engine overlaps them (`moe_a2a_overlap`: SGLang's two-batch overlap)."""
+    other computation where the engine overlaps them (`moe_a2a_overlap`: SGLang's two-batch overlap).
+    A pass of decode tokens alone runs DeepEP's low-latency kernels (SGLang's deepep_mode auto,
+    vLLM's decode pools): each routed copy goes straight to its expert's GPU over RDMA, with no
+    per-domain deduplication and forwarding, so its volume is the all-to-all's."""
     m, ep, w = p.m, p.ep, p.hw
     flex = w["moe_dispatcher"] == 2
     element = np.where(flex, (p.operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
-    exchange = net.expert_exchange_s(ep, place.ep_in, tokens * m.hidden * element / p.tp, m.top_k, w["moe_dispatcher"])
+    dispatcher = np.where(flex & decode_only, 0, w["moe_dispatcher"])
+    exchange = net.expert_exchange_s(ep, place.ep_in, tokens * m.hidden * element / p.tp, m.top_k, dispatcher,
+                                     m.routed_groups, m.group_top_k)
     comm = np.where(ep > 1, layers_per_stage * p.moe * exchange, 0.0)
     return np.where(w["moe_a2a_overlap"], overlapped_s(comm, kernels, K["comm_sm_fraction"]), comm)
 

@@ -136,7 +136,8 @@ def ep_comm(net, place, m, w, ep, tokens, hidden_split):
     busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"], w["moe_pad_to_capacity"])
     token_bytes = tokens * m.hidden * M.ACT_BYTES / hidden_split * busiest * full
     return only_where(ep > 1, lambda: moe * net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k,
-                                                                   w["moe_dispatcher"]))
+                                                                   w["moe_dispatcher"], m.routed_groups,
+                                                                   m.group_top_k))
 
 
 def ep_exposed(w, layer, ep_fwd, full):
