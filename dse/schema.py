@@ -98,6 +98,7 @@ ENUMS = {
     "topology": ("fat-tree", "torus2d", "torus3d"),
     "moe_dispatcher": ("alltoall", "allgather", "flex"),
     "cp_comm": ("p2p", "all_gather", "a2a", "a2a+p2p"),
+    "adapter": ("none", "lora"),
 }
 ENUM_ALIASES = {
     "precision": _PRECISION_ALIASES,
@@ -109,6 +110,7 @@ ENUM_ALIASES = {
                        "deepep": 2, "hybridep": 2},
     "cp_comm": {"p2p": 0, "ring": 0, "all_gather": 1, "allgather": 1, "all-gather": 1, "a2a": 2,
                 "ulysses": 2, "all-to-all": 2, "a2a+p2p": 3, "hierarchical": 3},
+    "adapter": {"none": 0, "no": 0, "off": 0, "full": 0, "sft": 0, "lora": 1, "peft": 1},
 }
 BOOL_WORDS = {"true": True, "yes": True, "1": True, "on": True, "1.0": True,
               "false": False, "no": False, "0": False, "off": False, "none": False, "0.0": False}

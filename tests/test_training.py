@@ -311,3 +311,34 @@ def test_cli_validate_json_has_rows_and_summary():
     assert len(payload["rows"]) == sum(len(_read_csv(f)) for f in TRAINING_FILES)  # every row, skipped or not
     sources = {row["source"] for row in payload["summary"]}
     assert {"Korthikanti 2022 Table 5", "ALL training"} <= sources
+
+
+# ---- LoRA fine-tuning ------------------------------------------------------------------------
+
+def _lora_pair(**kw):
+    row = dict(model="llama2-7b", system="h100-sxm", framework="nemo", gpus=16, tp=1, pp=1, global_batch=32,
+               micro_batch=1, seq_len=4096, precision="bf16")
+    row.update(kw)
+    return dse.evaluate_training(pd.DataFrame([dict(row, adapter="none"), dict(row, adapter="lora")]))
+
+
+def test_lora_trains_only_rank_r_adapters_beside_the_linear_layers():
+    # Llama-2-7B, r 32: per layer r (in + out) over QKV (4096 -> 3 x 4096), the attention output
+    # (4096 -> 4096), the gated MLP's up projection (4096 -> 2 x 11008) and down projection
+    # (11008 -> 4096): 32 x 65,792 = 2,105,344 parameters, 32 layers: 67.4 M. Their FP32 gradients
+    # are all the gradients a GPU holds (Hu et al. 2021: the base weights are frozen).
+    full, lora = (row for _, row in _lora_pair().iterrows())
+    adapters = 32 * 65792 * 32
+    assert lora["grads_bytes"] == pytest.approx(4 * adapters, rel=1e-6)
+    assert lora["weights_bytes"] == pytest.approx(full["weights_bytes"], rel=1e-9)   # frozen, still held
+    assert lora["optimizer_bytes"] < full["optimizer_bytes"] / 50
+
+
+def test_lora_skips_the_weight_gradients_of_the_frozen_layers():
+    full, lora = (row for _, row in _lora_pair().iterrows())
+    assert lora["step_time_s"] < full["step_time_s"]
+    assert lora["dp_comm_s"] <= full["dp_comm_s"]
+    # forward and data gradients: two thirds of full training's model FLOPs
+    assert lora["model_flops_per_step"] == pytest.approx(full["model_flops_per_step"] * 2 / 3, rel=1e-6)
+    # the backward of the GEMMs halves, attention's does not: the compute falls by less than a third
+    assert full["compute_s"] * 2 / 3 < lora["compute_s"] < full["compute_s"]

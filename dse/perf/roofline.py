@@ -215,11 +215,12 @@ def moe_parts(op, r: Rates):
 
 
 def moe_backward_s(op, r: Rates):
-    """Backward seconds of an MoE layer op: the grouped GEMMs twice (data and weight gradients, so
-    the weights are read and their gradients written), the permute/unpermute streams and the fixed
-    costs once."""
+    """(data-gradient, weight-gradient) seconds of an MoE layer op's backward: the grouped GEMMs
+    once for each (so the weights are read and their gradients written), the permute/unpermute
+    streams and the fixed costs with the data gradients."""
     fixed, streams, weights, compute = moe_parts(op, r)
-    return fixed + streams + 2.0 * np.maximum(weights, compute)
+    grouped = np.maximum(weights, compute)
+    return fixed + streams + grouped, grouped
 
 
 def op_time_s(op, r: Rates):

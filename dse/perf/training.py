@@ -21,6 +21,7 @@ import numpy as np
 
 from dse import catalog, schema
 from dse.columns import divides, first_failure, not_positive_integers, only_where
+from dse.perf import adapters as A
 from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf import mixers as X
@@ -88,7 +89,8 @@ class Layer:
             t = L.weighted(R.op_time_s, op, rates, live_rows)
             if op.timing == "moe":  # its backward: the grouped GEMMs twice, the token streams once
                 self.moe_fwd = self.moe_fwd + t
-                self.moe_bwd = self.moe_bwd + L.weighted(R.moe_backward_s, op, rates, live_rows)
+                dgrad, wgrad = L.weighted(R.moe_backward_s, op, rates, live_rows)
+                self.moe_bwd = self.moe_bwd + dgrad + A.weight_grad_share(w) * wgrad
             elif op.kind == "gemm":
                 self.gemm_fwd = self.gemm_fwd + t
             elif op.kind == "attention":
@@ -99,11 +101,13 @@ class Layer:
                 self.scan_bwd = self.scan_bwd + t * op.backward
             else:
                 self.elementwise_fwd = self.elementwise_fwd + t
+        # the linear layers' backward: data gradients, and weight gradients unless frozen (LoRA)
+        wgrad = A.weight_grad_share(w)
         self.fwd = self.gemm_fwd + self.moe_fwd + self.attn_fwd + self.scan_fwd + self.elementwise_fwd
-        self.bwd = 2 * self.gemm_fwd + self.moe_bwd + self.attn_bwd + self.scan_bwd + 2 * self.elementwise_fwd
+        self.bwd = (1 + wgrad) * self.gemm_fwd + self.moe_bwd + self.attn_bwd + self.scan_bwd + 2 * self.elementwise_fwd
         logits, loss = L.training_head_ops(m, s.tokens, tp)
         self.logits = R.op_time_s(logits, rates)
-        self.head = 3 * self.logits + 2 * R.op_time_s(loss, rates)
+        self.head = (2 + wgrad) * self.logits + 2 * R.op_time_s(loss, rates)
         self.tokens, self.blocks = s.tokens, m.blocks_per_layer   # sub-blocks per layer (2 in a transformer)
 
 
@@ -171,7 +175,7 @@ def expert_dp(tp, cp, dp, ep, etp):
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "moe_imbalance",
-              "moe_capacity_factor", "moe_pad_to_capacity",
+              "moe_capacity_factor", "moe_pad_to_capacity", "adapter",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical")
 
 
@@ -192,12 +196,20 @@ class LayerComm:
 
 
 def model_state(m, w, tp, pp, dp, cp, ep, etp):
-    """((dense, expert) parameters, weights, grads, optimizer) bytes per GPU."""
+    """((dense, expert) parameters, (dense, expert) trained parameters, weights, grads, optimizer)
+    bytes per GPU: with LoRA the base weights are frozen and only the adapters train."""
     dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep, etp)
     layer_full = (m.mixer_params + m.dense_mlp_params) / tp
     weights, grads, optimizer = M.model_state_bytes(dense_params, expert_params, w["zero"], dp * cp,
                                                     expert_dp(tp, cp, dp, ep, etp), layer_full)
-    return (dense_params, expert_params), weights, grads, optimizer
+    trained = (dense_params, expert_params)
+    lora = A.frozen(w)
+    if np.any(lora):
+        adapters = A.adapter_params_per_gpu(m, w["adapter_rank"], tp, pp)
+        _, adapter_grads, adapter_optimizer = M.model_state_bytes(adapters, 0.0, w["zero"], dp * cp, 1.0, 0.0)
+        grads, optimizer = np.where(lora, adapter_grads, grads), np.where(lora, adapter_optimizer, optimizer)
+        trained = (np.where(lora, adapters, dense_params), np.where(lora, 0.0, expert_params))
+    return (dense_params, expert_params), trained, weights, grads, optimizer
 
 
 def activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, tokens):
@@ -216,14 +228,15 @@ def expert_only(moe, seconds, like):
     return np.where(moe, seconds, 0.0).astype(np.result_type(like), copy=False)
 
 
-def dp_collectives(net, place, m, w, dp, cp, ep, params, n_expert):
+def dp_collectives(net, place, m, w, dp, cp, ep, params, n_expert, trained):
     """(reduce-scatter, all-gather, all-reduce) seconds of the data-parallel gradient and parameter
-    collectives (dense and expert, the expert group `n_expert` ranks) of one step. Expert collectives
-    only on MoE rows (a dense row in a block with MoE rows sends no zero-byte collective)."""
+    collectives (dense and expert, the expert group `n_expert` ranks) of one step: the gradients of
+    the `trained` parameters, the `params` gathered. Expert collectives only on MoE rows (a dense row
+    in a block with MoE rows sends no zero-byte collective)."""
     dense_params, expert_params = params
     zero, moe = w["zero"], m.is_moe
     n_dense = dp * cp
-    grad_dense, grad_expert = dense_params * M.GRAD_BYTES, expert_params * M.GRAD_BYTES
+    grad_dense, grad_expert = trained[0] * M.GRAD_BYTES, trained[1] * M.GRAD_BYTES
     param_dense, param_expert = dense_params * M.WEIGHT_BYTES, expert_params * M.WEIGHT_BYTES
     d_in, e_in = place.dense_dp_in, place.expert_dp_in
     sharded = zero >= 1
@@ -238,20 +251,20 @@ def dp_collectives(net, place, m, w, dp, cp, ep, params, n_expert):
 
 # The columns the model state and the data-parallel collectives depend on row by row (besides the
 # model and hardware).
-STATE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "topology_code", "dp_hierarchical")
+STATE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "topology_code", "dp_hierarchical", "adapter", "adapter_rank")
 
 
 class ModelState:
-    """model_state (`params`, `weights`, `grads`, `optimizer`) and dp_collectives (`rs`, `ag`, `ar`)
+    """model_state (`params`, `trained`, `weights`, `grads`, `optimizer`) and dp_collectives (`rs`, `ag`, `ar`)
     from the block's columns alone: dse.perf.distinct evaluates it once per distinct row of STATE_KEYS."""
 
     def __init__(self, w):
         m = Model(w)
         tp, pp, dp, cp, ep, etp = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "cp", "ep", "etp"))
-        self.params, self.weights, self.grads, self.optimizer = model_state(m, w, tp, pp, dp, cp, ep, etp)
+        self.params, self.trained, self.weights, self.grads, self.optimizer = model_state(m, w, tp, pp, dp, cp, ep, etp)
         place = Placement(w["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp, pp_outermost=True)
         self.rs, self.ag, self.ar = dp_collectives(Network(w), place, m, w, dp, cp, ep, self.params,
-                                                   expert_dp(tp, cp, dp, ep, etp))
+                                                   expert_dp(tp, cp, dp, ep, etp), self.trained)
 
 
 def dp_comm(w, dp, cp, sync: ModelState, microbatches, fwd_mb, bwd_mb, layers_per_stage):
@@ -276,7 +289,7 @@ def flops_and_utilisation(m, w, hw, step, tokens_per_step):
     """(model FLOPs, hardware FLOPs, MFU, HFU) of one step; MFU against the training precision's peak."""
     full, selective = w["recompute"] == 2, w["recompute"] == 1
     fwd_token = m.forward_flops_per_token(m.seq_len)
-    model_flops = 3 * fwd_token * tokens_per_step
+    model_flops = (2 + A.weight_grad_share(w)) * fwd_token * tokens_per_step   # LoRA: no weight gradients
     attn_token = L.attention_flops(m, 1.0, 1.0, m.attention_span(m.seq_len), 1.0) * m.layers * m.attention_fraction
     recompute_token = np.where(full, fwd_token - 2 * m.vocab * m.hidden,
                                np.where(selective & ~w["flash_attention"], attn_token, 0.0))
@@ -323,7 +336,7 @@ def training_columns(w: dict) -> dict:
     bubble = (pp - 1) * (t_mb / vp + 2 * p2p)
 
     state = distinct(ModelState, w, STATE_KEYS)
-    (dense_params, expert_params), weights, grads, optimizer = state.params, state.weights, state.grads, state.optimizer
+    (dense_params, expert_params), weights, grads, optimizer = state.trained, state.weights, state.grads, state.optimizer
     activations = activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, layer.tokens)
     mem = weights + grads + optimizer + activations
     fwd_mb = layers_per_stage * (layer.fwd + tp_fwd) + layer.logits
