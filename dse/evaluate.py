@@ -130,12 +130,12 @@ def inference_inputs(work: dict, n: int) -> dict:
                flash_attention=_setting(work, "flash_attention", "bool"),
                gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"),
                **{k: _setting(work, k, "float") for k in ("launch_overhead_s", "layer_overhead_s",
-                                                          "collective_overhead_s")})
+                                                          "collective_overhead_s", "moe_imbalance")})
     return out
 
 
 SERVING_SETTINGS = ("launch_overhead_s", "layer_overhead_s", "collective_overhead_s", "max_num_tokens", "max_num_seqs",
-                    "kv_block_tokens", "kv_memory_fraction")
+                    "kv_block_tokens", "kv_memory_fraction", "moe_imbalance")
 
 
 def serving_inputs(work: dict, n: int) -> dict:

@@ -225,3 +225,17 @@ def test_a_multi_token_prediction_module_costs_a_layer_and_a_head_spread_over_th
     assert step[1] == step[0] and step[2] > step[0]
     # one more layer and head among 61 layers and a head: a few percent, not a whole stage's worth
     assert step[2] < 1.06 * step[0]
+
+
+def test_serving_skew_paces_the_busiest_expert_parallel_rank():
+    # The busiest expert's load over the mean (moe_imbalance; 1 for EPLB-balanced engines, ~10 for
+    # AIConfigurator's power-law traffic) slows the prefill of a wide expert-parallel group, whose
+    # busiest rank everyone waits for, and changes nothing on one GPU holding every expert.
+    base = dict(model="deepseek-v3", system="h100-sxm", framework="sglang", precision="fp8-block", disaggregated=True,
+                isl=2048, osl=100, prefill_gpus=32, prefill_tp=1, prefill_ep=32, decode_gpus=72, tp=1, pp=1, ep=72,
+                max_num_tokens=16384, experts=288, moe_dispatcher="flex")
+    rate = lambda **kw: float(dse.evaluate_serving(pd.DataFrame([dict(base, **kw)]))["prefill_tokens_per_s_per_gpu"].iloc[0])  # noqa: E731
+    assert rate(moe_imbalance=4.0) < rate(moe_imbalance=2.0) < rate(moe_imbalance=1.0)
+    one_gpu = dict(model="qwen3-30b-a3b", system="h100-sxm", framework="vllm", batch=8, isl=2048, osl=64, tp=1, gpus=1)
+    first = lambda **kw: float(dse.evaluate_inference(pd.DataFrame([dict(one_gpu, **kw)]))["ttft_s"].iloc[0])  # noqa: E731
+    assert first(moe_imbalance=4.0) == pytest.approx(first(moe_imbalance=1.0), rel=1e-9)

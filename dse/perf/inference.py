@@ -83,6 +83,7 @@ class Pass:
         self.dense, self.moe = L.layer_shares(m)
         self.peak_gemm = R.gemm_peak_flops_per_s(w["precision"], self.hw)
         self.layer_overhead, self.launch_overhead = real(w["layer_overhead_s"]), real(w["launch_overhead_s"])
+        self.imbalance = w["moe_imbalance"]   # busiest expert's load over the mean (1: balanced, EPLB)
 
     def rates(self, decode: bool) -> R.Rates:
         return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None,
@@ -113,7 +114,7 @@ class Pass:
         ops = X.recurrent_ops(m, s, self.operand, decode)
         ops += L.mlp_ops(m, s, self.operand, self.dense)
         if np.any(m.is_moe):
-            ops += L.moe_ops(m, s, self.operand, self.moe, 1.0, spread=False)   # requests route at random
+            ops += L.moe_ops(m, s, self.operand, self.moe, self.imbalance, spread=False)   # requests route at random
         ops.append(L.elementwise_op(m, s, self.dense, self.moe, 1.0, rope=1.0))
         return ops
 
@@ -154,7 +155,7 @@ def stage_comm(p: Pass, net: Network, place: Placement, s: L.Shape, layers_per_s
     act_msg = s.tokens * m.hidden * M.ACT_BYTES
     all_reduce = np.where(tp > 1, net.all_reduce_s(tp, place.tp_in, act_msg), 0.0)
     if np.any(ep > 1):
-        dispatch = s.tokens * m.top_k * m.hidden * M.ACT_BYTES / tp
+        dispatch = s.tokens * m.top_k * m.hidden * M.ACT_BYTES / tp * L.busiest_rank_load(m, p.imbalance, ep)
         all_to_all = np.where(ep > 1, net.all_to_all_s(ep, place.ep_in, dispatch), 0.0)
     else:
         all_to_all = 0.0

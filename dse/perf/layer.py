@@ -20,6 +20,7 @@ import numpy as np
 
 from dse import catalog
 from dse.catalog.precision import ELEMENT_BYTES as GEMM_OPERAND_BYTES  # noqa: F401 (re-exported)
+from dse.perf.forms import moe as MOE
 
 K = catalog.constants()
 ACT_BYTES = K["activation_bytes"]
@@ -92,6 +93,12 @@ def mlp_ops(m, s: Shape, operand, dense_share) -> list:
                low_precision=True, weight=dense_share),
             Op("mlp_down", "gemm", "gemm", s.tokens, m.hidden, m.ffn / s.tp, operand_bytes=operand,
                low_precision=True, weight=dense_share)]
+
+
+def busiest_rank_load(m, imbalance, ep):
+    """The busiest EP rank's routed load over the mean rank's, for a busiest-expert ratio
+    `imbalance` (dse.perf.forms.moe.rank_skew: the excess dilutes over the rank's experts)."""
+    return MOE.rank_skew(imbalance, m.experts, m.top_k, ep)
 
 
 def capacity_load(imbalance, capacity, padded):

@@ -111,7 +111,8 @@ def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_pe
     flex = w["moe_dispatcher"] == 2
     element = np.where(flex, (p.operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
     dispatcher = np.where(flex & decode_only, 0, w["moe_dispatcher"])
-    exchange = net.expert_exchange_s(ep, place.ep_in, tokens * m.hidden * element / p.tp, m.top_k, dispatcher,
+    token_bytes = tokens * m.hidden * element / p.tp * L.busiest_rank_load(m, p.imbalance, ep)
+    exchange = net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k, dispatcher,
                                      m.routed_groups, m.group_top_k)
     comm = np.where(ep > 1, layers_per_stage * p.moe * exchange, 0.0)
     return np.where(w["moe_a2a_overlap"], overlapped_s(comm, kernels, K["comm_sm_fraction"]), comm)

@@ -138,7 +138,7 @@ def ep_comm(net, place, m, w, ep, tokens, hidden_split):
     the backward repeats it."""
     _, moe = L.layer_shares(m)
     busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"], w["moe_pad_to_capacity"])
-    token_bytes = tokens * m.hidden * M.ACT_BYTES / hidden_split * busiest * full
+    token_bytes = tokens * m.hidden * M.ACT_BYTES / hidden_split * L.busiest_rank_load(m, busiest, ep) * full
     return only_where(ep > 1, lambda: moe * net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k,
                                                                    w["moe_dispatcher"], m.routed_groups,
                                                                    m.group_top_k))
