@@ -265,7 +265,7 @@ SUITES["inference"] = inference_results
 
 # ---- serving --------------------------------------------------------------------------------
 SERVING_NUMBERS = ("isl", "osl", "concurrency", "prefill_gpus", "prefill_tp", "prefill_ep", "decode_gpus", "tp", "pp",
-                   "ep", "max_num_tokens", "experts")
+                   "ep", "max_num_tokens", "experts", "gpus", "max_num_seqs", "kv_memory_fraction")
 
 
 def serving_results() -> pd.DataFrame:
