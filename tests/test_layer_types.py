@@ -259,3 +259,15 @@ def test_low_precision_training_quantizes_every_routed_copy():
     per_token = lambda quantize: float(L.elementwise_op(m, s, dense, moe, 1.0, quantize_bytes=quantize).bytes[0]) / 4096
     assert q > 0
     assert per_token(q) - per_token(0.0) >= q * 8 * (2048 + 768)
+
+
+def test_packed_documents_attend_like_chunks_of_their_length():
+    # A 4096-token sequence packing 512-token documents, each attending within itself (TE THD /
+    # cu_seqlens), visits the keys a 512-token chunked-attention layer visits; documents as long
+    # as the sequence change nothing.
+    base = dict(model="llama2-7b", system="h100-sxm", framework="nemo", gpus=8, tp=1, pp=1, global_batch=8,
+                micro_batch=1, seq_len=4096, precision="bf16")
+    step = lambda **kw: float(dse.evaluate_training(pd.DataFrame([dict(base, **kw)]))["compute_s"].iloc[0])  # noqa: E731
+    assert step(document_tokens=4096) == pytest.approx(step(), rel=1e-9)
+    assert step(document_tokens=512) == pytest.approx(step(chunked_attention_fraction=1, attention_chunk=512), rel=1e-6)
+    assert step(document_tokens=512) < step()

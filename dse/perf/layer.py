@@ -151,10 +151,12 @@ def attention_flops(m, seqs, q_len, ctx, tp):
     return 2.0 * seqs * (m.heads / tp) * q_len * ctx * (m.head_dim + m.v_head_dim)
 
 
-def kernel_keys(m, ctx):
+def kernel_keys(m, ctx, documents=0.0):
     """Keys per query a causal prefill/training kernel visits, in units of ctx x causal_skip (so a
     full layer gives ctx): a sliding window W < ctx visits W - (1 - causal_skip) W^2/ctx keys on
-    average (exact for causal_skip 1/2), a chunk C < ctx (ctx a multiple of C) causal_skip C."""
+    average (exact for causal_skip 1/2), a chunk C < ctx (ctx a multiple of C) causal_skip C.
+    Packed sequences of `documents`-token documents (0: one per sequence) attend within their
+    document, as a chunk of that length does (variable-length kernels, cu_seqlens / THD)."""
     keys = ctx
     skip = K["causal_skip"]
     if np.any(m.window_fraction > 0):
@@ -162,15 +164,17 @@ def kernel_keys(m, ctx):
         keys = keys + m.window_fraction * ((w - (1.0 - skip) * w * w / np.maximum(ctx, 1.0)) / skip - ctx)
     if np.any(m.chunk_fraction > 0):
         keys = keys + m.chunk_fraction * (np.minimum(np.where(m.chunk > 0, m.chunk, ctx), ctx) - ctx)
+    if np.any(documents > 0):
+        keys = np.where(documents > 0, np.minimum(keys, documents), keys)
     return keys
 
 
-def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward) -> Op:
+def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward, documents=0.0) -> Op:
     """FlashAttention-class prefill/training kernel on the attention layers: HBM load of Q, K, V,
     tile GEMMs on chip, HBM store of O (and, serving, the new KV-cache entries); causal masking
-    skips half the tiles, windows and chunks the tiles outside them."""
+    skips half the tiles, windows, chunks and packed documents the tiles outside them."""
     nbytes = s.tokens * (((m.q_dim + m.o_dim) / s.tp + kv_pair_local(m, s.tp)) * ACT_BYTES + kv_write_bytes_per_token)
-    keys = kernel_keys(m, s.ctx)
+    keys = kernel_keys(m, s.ctx, documents)
     return Op("attention", "attention", "fused", s.q_len, keys, m.head_dim,
               flops=attention_flops(m, s.seqs, s.q_len, keys, s.tp) * K["causal_skip"], bytes=nbytes,
               weight=weight * m.attention_fraction, backward=backward, head_dims=m.head_dim + m.v_head_dim)

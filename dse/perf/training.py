@@ -74,7 +74,7 @@ class Layer:
         if np.any(m.is_moe):
             busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"], w["moe_pad_to_capacity"])
             ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full)
-        ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward))
+        ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
         ops += X.recurrent_ops(m, s, operand, decode=False)
@@ -175,7 +175,7 @@ def expert_dp(tp, cp, dp, ep, etp):
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "moe_imbalance",
-              "moe_capacity_factor", "moe_pad_to_capacity", "adapter",
+              "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "document_tokens",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical")
 
 
