@@ -107,6 +107,7 @@ def training_inputs(work: dict, n: int) -> dict:
                zero=_setting(work, "zero", "float"), moe_imbalance=_setting(work, "moe_imbalance", "float"),
                moe_capacity_factor=_setting(work, "moe_capacity_factor", "float"),
                moe_dispatcher=_setting(work, "moe_dispatcher", "code"), cp_comm=_setting(work, "cp_comm", "code"),
+               pp_schedule=_setting(work, "pp_schedule", "code"),
                mtp_layers=np.asarray(f("mtp_layers"), dtype=MODEL_FLOAT),
                adapter=schema.enum_codes(work, "adapter"), adapter_rank=np.asarray(f("adapter_rank"), dtype=MODEL_FLOAT),
                document_tokens=np.asarray(f("document_tokens"), dtype=MODEL_FLOAT),

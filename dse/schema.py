@@ -99,6 +99,7 @@ ENUMS = {
     "moe_dispatcher": ("alltoall", "allgather", "flex"),
     "cp_comm": ("p2p", "all_gather", "a2a", "a2a+p2p"),
     "adapter": ("none", "lora"),
+    "pp_schedule": ("1f1b", "dualpipe"),
 }
 ENUM_ALIASES = {
     "precision": _PRECISION_ALIASES,
@@ -111,6 +112,7 @@ ENUM_ALIASES = {
     "cp_comm": {"p2p": 0, "ring": 0, "all_gather": 1, "allgather": 1, "all-gather": 1, "a2a": 2,
                 "ulysses": 2, "all-to-all": 2, "a2a+p2p": 3, "hierarchical": 3},
     "adapter": {"none": 0, "no": 0, "off": 0, "full": 0, "sft": 0, "lora": 1, "peft": 1},
+    "pp_schedule": {"1f1b": 0, "interleaved": 0, "1f1b-interleaved": 0, "dualpipe": 1, "dual-pipe": 1},
 }
 BOOL_WORDS = {"true": True, "yes": True, "1": True, "on": True, "1.0": True,
               "false": False, "no": False, "0": False, "off": False, "none": False, "0.0": False}
@@ -248,6 +250,8 @@ REASONS = (
                                                 "prefill_tp must divide prefill_gpus and the heads"),
     Reason(19, "overloaded", "request_rate", "the offered request rate exceeds what the deployment serves; "
                                              "lower request_rate or add GPUs"),
+    Reason(20, "dualpipe", "pp_schedule", "DualPipe needs an even pp, an even micro-batch count of at least pp "
+                                          "and vp 1 (DeepSeek-V3 report Sec. 3.2.1); use pp_schedule 1f1b"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)

@@ -73,7 +73,7 @@ def _model_columns(r) -> dict:
 
 
 # MoE settings the Megatron-Bridge rows take from the performance recipe that produced them
-STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter")
+STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule")
 
 
 def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:

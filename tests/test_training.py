@@ -342,3 +342,34 @@ def test_lora_skips_the_weight_gradients_of_the_frozen_layers():
     assert lora["model_flops_per_step"] == pytest.approx(full["model_flops_per_step"] * 2 / 3, rel=1e-6)
     # the backward of the GEMMs halves, attention's does not: the compute falls by less than a third
     assert full["compute_s"] * 2 / 3 < lora["compute_s"] < full["compute_s"]
+
+
+# ---- pipeline schedules ----------------------------------------------------------------------
+
+def _schedules(**kw):
+    row = dict(model="llama3-70b", system="h100-sxm", framework="nemo", gpus=64, tp=4, pp=8, global_batch=64,
+               micro_batch=1, seq_len=4096, precision="bf16")
+    row.update(kw)
+    return dse.evaluate_training(pd.DataFrame([dict(row, pp_schedule="1f1b"), dict(row, pp_schedule="dualpipe")]))
+
+
+def test_dualpipe_bubble_is_half_the_stages_of_a_shorter_chunk():
+    # DeepSeek-V3 report Table 2: 1F1B idles (pp - 1)(F + B); DualPipe (pp/2 - 1)(F&B + B - 3W),
+    # which with F&B = F + B and W = B/2 is (pp/2 - 1)(F + B/2): at pp 8 under a third of 1F1B's.
+    one, dual = (row for _, row in _schedules().iterrows())
+    assert dual["bubble_s"] < one["bubble_s"] * (3 / 7) * (1.5 / 2 + 0.05)
+    assert dual["step_time_s"] < one["step_time_s"]
+    assert dual["compute_s"] == pytest.approx(one["compute_s"], rel=1e-9)   # the same work per micro-batch
+
+
+def test_dualpipe_holds_two_stages_of_parameters_and_one_more_micro_batch():
+    one, dual = (row for _, row in _schedules().iterrows())
+    for column in ("weights_bytes", "grads_bytes", "optimizer_bytes"):
+        assert dual[column] == pytest.approx(2 * one[column], rel=1e-6)
+    assert dual["activations_bytes"] == pytest.approx(one["activations_bytes"] * 9 / 8, rel=1e-6)
+
+
+def test_dualpipe_needs_even_stages_and_micro_batches():
+    odd = _schedules(pp=5, gpus=20, tp=4, global_batch=20)   # 80 layers on 5 stages, which cannot pair up
+    assert bool(odd["fits"].iloc[0]) or odd["infeasible_code"].iloc[0] != 20
+    assert not bool(odd["fits"].iloc[1]) and int(odd["infeasible_code"].iloc[1]) == 20

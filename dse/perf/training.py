@@ -24,6 +24,7 @@ from dse.columns import divides, first_failure, not_positive_integers, only_wher
 from dse.perf import adapters as A
 from dse.perf import layer as L
 from dse.perf import memory as M
+from dse.perf import pipeline as P
 from dse.perf import mixers as X
 from dse.perf import roofline as R
 from dse.perf.distinct import distinct
@@ -51,6 +52,7 @@ def reason_codes(m, w):
                                                          m.heads / tp)),
         (RC["ep_dense"], (ep > 1) & ~m.is_moe),
         (RC["interleave_microbatches"], (vp > 1) & (pp > 1) & ~divides(pp, w["global_batch"] / (dp * w["micro_batch"]))),
+        (RC["dualpipe"], P.unschedulable(w["pp_schedule"], pp, vp, w["global_batch"] / (dp * w["micro_batch"]))),
     ]
     # a global batch defaulted from a fractional dp is the split's fault, not an invalid input
     invalid = not_positive_integers(tp, pp, cp, ep, vp, w["micro_batch"]) | (
@@ -333,11 +335,13 @@ def training_columns(w: dict) -> dict:
     pp_comm = np.where(pp > 1, 2 * vp * microbatches * p2p, 0.0)
     # Fill and drain: pp - 1 stages idle for a micro-batch's forward and backward (1/vp of it when
     # interleaved), and the activation and its gradient cross the pp - 1 stage boundaries on the way.
-    bubble = (pp - 1) * (t_mb / vp + 2 * p2p)
+    bubble = P.bubble_s(w["pp_schedule"], pp, vp, t_mb, layers_per_stage * layer.bwd, p2p)
 
     state = distinct(ModelState, w, STATE_KEYS)
     (dense_params, expert_params), weights, grads, optimizer = state.trained, state.weights, state.grads, state.optimizer
-    activations = activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, layer.tokens)
+    copies = P.state_copies(w["pp_schedule"])   # DualPipe holds two stages' parameters
+    weights, grads, optimizer = weights * copies, grads * copies, optimizer * copies
+    activations = activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, layer.tokens) * P.inflight_share(w["pp_schedule"], pp)
     mem = weights + grads + optimizer + activations
     fwd_mb = layers_per_stage * (layer.fwd + tp_fwd) + layer.logits
     dp_s = dp_comm(w, dp, cp, state, microbatches, fwd_mb, t_mb - fwd_mb, layers_per_stage)
