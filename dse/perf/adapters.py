@@ -28,7 +28,8 @@ def frozen(w) -> np.ndarray:
 
 def weight_grad_share(w):
     """1 where the linear layers compute their weight gradients, 0 where the weights are frozen."""
-    return np.where(frozen(w), 0.0, 1.0)
+    lora = frozen(w)
+    return np.where(lora, 0.0, 1.0) if np.any(lora) else 1.0
 
 
 def adapter_params_per_gpu(m, rank, tp, pp):

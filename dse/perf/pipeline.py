@@ -26,8 +26,11 @@ def bubble_s(schedule, pp, vp, t_mb, t_bwd, p2p):
     """Seconds the slowest stage idles per step while the pipeline fills and drains; `t_mb` a
     micro-batch's forward + backward on that stage, `t_bwd` its backward, `p2p` one stage-boundary send."""
     one_f_one_b = (pp - 1) * (t_mb / vp + 2 * p2p)
+    dual = schedule == DUALPIPE
+    if not np.any(dual):
+        return one_f_one_b
     dualpipe = np.maximum(pp / 2 - 1, 0.0) * (t_mb - t_bwd / 2 + 2 * p2p)
-    return np.where(schedule == DUALPIPE, dualpipe, one_f_one_b)
+    return np.where(dual, dualpipe, one_f_one_b)
 
 
 def state_copies(schedule):
@@ -42,5 +45,8 @@ def inflight_share(schedule, pp):
 
 def unschedulable(schedule, pp, vp, microbatches):
     """DualPipe needs an even pp, an even micro-batch count of at least pp, and no interleaving."""
+    dual = schedule == DUALPIPE
+    if not np.any(dual):
+        return np.zeros(np.broadcast(pp, microbatches).shape, dtype=bool)
     odd = (np.mod(pp, 2) != 0) | (np.mod(microbatches, 2) != 0) | (microbatches < pp) | (vp > 1)
-    return (schedule == DUALPIPE) & (pp > 1) & odd
+    return dual & (pp > 1) & odd

@@ -165,8 +165,10 @@ def host_time(m, w, ep):
     capacity: static shapes, which CUDA graphs capture too."""
     _, moe = L.layer_shares(m)
     eager = np.where(w["cuda_graphs"], 0.0, w["host_layer_s"])
-    static = w["cuda_graphs"] & (w["moe_capacity_factor"] > 0) & w["moe_pad_to_capacity"]
-    return eager + moe * m.experts / ep * np.where(static, 0.0, w["host_expert_s"])
+    expert = w["host_expert_s"]
+    if np.any(w["moe_capacity_factor"] > 0):
+        expert = np.where(w["cuda_graphs"] & (w["moe_capacity_factor"] > 0) & w["moe_pad_to_capacity"], 0.0, expert)
+    return eager + moe * m.experts / ep * expert
 
 
 def expert_dp(tp, cp, dp, ep, etp):
@@ -339,9 +341,11 @@ def training_columns(w: dict) -> dict:
 
     state = distinct(ModelState, w, STATE_KEYS)
     (dense_params, expert_params), weights, grads, optimizer = state.trained, state.weights, state.grads, state.optimizer
-    copies = P.state_copies(w["pp_schedule"])   # DualPipe holds two stages' parameters
-    weights, grads, optimizer = weights * copies, grads * copies, optimizer * copies
-    activations = activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, layer.tokens) * P.inflight_share(w["pp_schedule"], pp)
+    activations = activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, layer.tokens)
+    if np.any(w["pp_schedule"] == P.DUALPIPE):   # two stages' parameters, one more micro-batch in flight
+        copies = P.state_copies(w["pp_schedule"])
+        weights, grads, optimizer = weights * copies, grads * copies, optimizer * copies
+        activations = activations * P.inflight_share(w["pp_schedule"], pp)
     mem = weights + grads + optimizer + activations
     fwd_mb = layers_per_stage * (layer.fwd + tp_fwd) + layer.logits
     dp_s = dp_comm(w, dp, cp, state, microbatches, fwd_mb, t_mb - fwd_mb, layers_per_stage)
