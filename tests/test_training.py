@@ -315,11 +315,16 @@ def test_cli_validate_json_has_rows_and_summary():
 
 # ---- LoRA fine-tuning ------------------------------------------------------------------------
 
-def _lora_pair(**kw):
+def _pair(column, values, **kw):
+    """Two rows of one job that differ in `column` only (`values`), evaluated together."""
     row = dict(model="llama2-7b", system="h100-sxm", framework="nemo", gpus=16, tp=1, pp=1, global_batch=32,
                micro_batch=1, seq_len=4096, precision="bf16")
     row.update(kw)
-    return dse.evaluate_training(pd.DataFrame([dict(row, adapter="none"), dict(row, adapter="lora")]))
+    return dse.evaluate_training(pd.DataFrame([dict(row, **{column: v}) for v in values]))
+
+
+def _lora_pair():
+    return _pair("adapter", ("none", "lora"))
 
 
 def test_lora_trains_only_rank_r_adapters_beside_the_linear_layers():
@@ -347,10 +352,8 @@ def test_lora_skips_the_weight_gradients_of_the_frozen_layers():
 # ---- pipeline schedules ----------------------------------------------------------------------
 
 def _schedules(**kw):
-    row = dict(model="llama3-70b", system="h100-sxm", framework="nemo", gpus=64, tp=4, pp=8, global_batch=64,
-               micro_batch=1, seq_len=4096, precision="bf16")
-    row.update(kw)
-    return dse.evaluate_training(pd.DataFrame([dict(row, pp_schedule="1f1b"), dict(row, pp_schedule="dualpipe")]))
+    job = dict(model="llama3-70b", gpus=64, tp=4, pp=8, global_batch=64)
+    return _pair("pp_schedule", ("1f1b", "dualpipe"), **{**job, **kw})
 
 
 def test_dualpipe_bubble_is_half_the_stages_of_a_shorter_chunk():
