@@ -1,12 +1,15 @@
 """Training step time, memory and feasibility for N design points at once (no loop over rows).
 
-One step = m micro-batches through a pipeline of p stages (1F1B, or interleaved with vp model
-chunks per GPU), then the data-parallel gradient synchronisation and the optimizer update:
+One step = m micro-batches through a pipeline of p stages (1F1B, interleaved with vp model chunks
+per GPU, or DualPipe), then the data-parallel gradient synchronisation and the optimizer update:
 
     step = m * t_mb + bubble + pp_comm + dp_comm (exposed) + optimizer
-    bubble = (p - 1) / vp * t_mb
+    bubble = (p - 1)(t_mb / vp + 2 sends); DualPipe's in dse.perf.pipeline
     t_mb = the slowest stage's forward + backward (+ recompute) time for one micro-batch,
-           including the exposed tensor-, context- and expert-parallel communication
+           including the exposed tensor-, context- and expert-parallel communication and the
+           host's launch time where it exceeds the GPU's
+
+LoRA fine-tuning (dse.perf.adapters) drops the frozen layers' weight gradients and their state.
 
 The kernels of a layer come from the op inventory (dse.perf.layer), timed by dse.perf.roofline;
 collectives and rank placement from dse.perf.collectives. EP is carved out of DP (ep divides dp),
