@@ -6,8 +6,8 @@ per GPU, or DualPipe), then the data-parallel gradient synchronisation and the o
     step = m * t_mb + bubble + pp_comm + dp_comm (exposed) + optimizer
     bubble = (p - 1)(t_mb / vp + 2 sends); DualPipe's in dse.perf.pipeline
     t_mb = the slowest stage's forward + backward (+ recompute) time for one micro-batch,
-           including the exposed tensor-, context- and expert-parallel communication and the
-           host's launch time where it exceeds the GPU's
+           including the exposed tensor-, context- and expert-parallel communication;
+    the step is at least the host's time to launch the eager layers (host_wait_s)
 
 LoRA fine-tuning (dse.perf.adapters) drops the frozen layers' weight gradients and their state.
 
