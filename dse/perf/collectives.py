@@ -157,8 +157,11 @@ def remote_domains(domains, top_k, groups=0.0, group_top_k=0.0):
     D (1 - C(G - G/D, k_g) / C(G, k_g)) domains; with G < D each group spans D/G domains and the k
     experts fall in S (1 - (1 - 1/S)^k) of the S = k_g D/G domains of the chosen groups. A share
     (D - 1)/D of the domains reached are other domains."""
+    def hit(slots, draws):   # share of equally likely slots that uniform draws hit at least once
+        return -np.expm1(draws * np.log1p(-1.0 / np.maximum(slots, 1.0 + 1e-9)))
+
     d = np.maximum(domains, 1.0)
-    uniform = (d - 1.0) * -np.expm1(top_k * np.log1p(-1.0 / np.maximum(d, 1.0 + 1e-9)))
+    uniform = (d - 1.0) * hit(d, top_k)
     limited = (groups > 1) & (group_top_k > 0) & (group_top_k < groups)
     if not np.any(limited):
         return uniform
@@ -169,7 +172,7 @@ def remote_domains(domains, top_k, groups=0.0, group_top_k=0.0):
         step = np.clip((g - per_domain - i) / np.maximum(g - i, 1.0), 0.0, 1.0)
         missed = missed * np.where(i < group_top_k, step, 1.0)
     spans = np.maximum(group_top_k * d / g, 1.0)
-    reached = np.where(g >= d, d * (1.0 - missed), spans * -np.expm1(top_k * np.log1p(-1.0 / np.maximum(spans, 1.0 + 1e-9))))
+    reached = np.where(g >= d, d * (1.0 - missed), spans * hit(spans, top_k))
     reached = np.where(spans <= 1.0, 1.0, reached) if np.any(g < d) else reached
     return np.where(limited, np.minimum(uniform, reached * (d - 1.0) / d), uniform)
 

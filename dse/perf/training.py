@@ -76,8 +76,10 @@ class Layer:
         hidden_split = np.where(w["sp"], tp, 1.0)
         backward = np.where(flash, np.float32(K["flash_backward_factor"]), np.float32(K["unfused_backward_factor"]))
         ops = X.attention_projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
+        # (busiest expert's load, tokens every expert computes) over the mean, under any capacity
+        self.routing = busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"],
+                                                       w["moe_pad_to_capacity"])
         if np.any(m.is_moe):
-            busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"], w["moe_pad_to_capacity"])
             ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full)
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
         if not np.all(flash):
@@ -85,6 +87,8 @@ class Layer:
         ops += X.recurrent_ops(m, s, operand, decode=False)
         ops.append(L.elementwise_op(m, s, dense, moe, hidden_split, dropout=m.dropout.astype(np.float32),
                                     quantize_bytes=TRAINING_QUANTIZE_BYTES[precision]))
+        # the linear layers' backward: data gradients, and weight gradients unless frozen (LoRA)
+        wgrad_share = A.weight_grad_share(w)
         self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = 0.0
         self.moe_fwd = self.moe_bwd = 0.0
         live_rows = {}
@@ -95,7 +99,7 @@ class Layer:
             if op.timing == "moe":  # its backward: the grouped GEMMs twice, the token streams once
                 self.moe_fwd = self.moe_fwd + t
                 dgrad, wgrad = L.weighted(R.moe_backward_s, op, rates, live_rows)
-                self.moe_bwd = self.moe_bwd + dgrad + A.weight_grad_share(w) * wgrad
+                self.moe_bwd = self.moe_bwd + dgrad + wgrad_share * wgrad
             elif op.kind == "gemm":
                 self.gemm_fwd = self.gemm_fwd + t
             elif op.kind == "attention":
@@ -106,13 +110,11 @@ class Layer:
                 self.scan_bwd = self.scan_bwd + t * op.backward
             else:
                 self.elementwise_fwd = self.elementwise_fwd + t
-        # the linear layers' backward: data gradients, and weight gradients unless frozen (LoRA)
-        wgrad = A.weight_grad_share(w)
         self.fwd = self.gemm_fwd + self.moe_fwd + self.attn_fwd + self.scan_fwd + self.elementwise_fwd
-        self.bwd = (1 + wgrad) * self.gemm_fwd + self.moe_bwd + self.attn_bwd + self.scan_bwd + 2 * self.elementwise_fwd
+        self.bwd = (1 + wgrad_share) * self.gemm_fwd + self.moe_bwd + self.attn_bwd + self.scan_bwd + 2 * self.elementwise_fwd
         logits, loss = L.training_head_ops(m, s.tokens, tp)
         self.logits = R.op_time_s(logits, rates)
-        self.head = (2 + wgrad) * self.logits + 2 * R.op_time_s(loss, rates)
+        self.head = (2 + wgrad_share) * self.logits + 2 * R.op_time_s(loss, rates)
         self.tokens, self.blocks = s.tokens, m.blocks_per_layer   # sub-blocks per layer (2 in a transformer)
 
 
@@ -137,12 +139,12 @@ def tp_comm(net, place, w, tp, layer, act_msg):
     return fwd_exposed, bwd_exposed, all_gather
 
 
-def ep_comm(net, place, m, w, ep, tokens, hidden_split):
+def ep_comm(net, place, m, w, ep, tokens, hidden_split, routing):
     """Forward token exchange of one layer (dispatch + combine on MoE layers, by the framework's
-    dispatcher, paced by the most loaded rank, or of capacity-sized buffers where experts run full);
-    the backward repeats it."""
+    dispatcher, paced by the most loaded rank, or of capacity-sized buffers where experts run full:
+    `routing`, Layer.routing); the backward repeats it."""
     _, moe = L.layer_shares(m)
-    busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"], w["moe_pad_to_capacity"])
+    busiest, full = routing
     token_bytes = tokens * m.hidden * M.ACT_BYTES / hidden_split * L.busiest_rank_load(m, busiest, ep) * full
     return only_where(ep > 1, lambda: moe * net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k,
                                                                    w["moe_dispatcher"], m.routed_groups,
@@ -198,7 +200,7 @@ class LayerComm:
         place = Placement(w["scaleup_domain"], tp, cp, ep, None, None, w["dp_hierarchical"], etp)  # no PP or DP group
         act_msg = layer.tokens * m.hidden * M.ACT_BYTES
         self.tp_fwd, self.tp_bwd, self.all_gather = tp_comm(net, place, w, tp, layer, act_msg)
-        self.ep_fwd = ep_comm(net, place, m, w, ep, layer.tokens, np.where(w["sp"], tp, 1.0))
+        self.ep_fwd = ep_comm(net, place, m, w, ep, layer.tokens, np.where(w["sp"], tp, 1.0), layer.routing)
         self.cp_fwd, self.cp_bwd = cp_comm(net, place, m, w, cp, tp, layer.tokens, layer)
 
 
