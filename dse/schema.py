@@ -224,7 +224,7 @@ REASONS = (
                                "(tp*pp*cp must divide gpus)"),
     Reason(2, "tp_heads", "tp", "tp must divide heads"),
     Reason(3, "tp_kv_heads", "tp", "tp must divide kv_heads or be a multiple of it"),
-    Reason(4, "pp_layers", "pp", "pp*vp must divide layers"),
+    Reason(4, "pp_layers", "pp", "pp*vp must not exceed layers + 2 (every model chunk holds a layer, the embedding or the loss)"),
     Reason(5, "global_batch", "global_batch", "dp*micro_batch must divide global_batch"),
     Reason(6, "batch", "batch", "dp must divide batch (each replica serves batch/dp sequences)"),
     Reason(7, "ep_dp", "ep", "ep x etp must divide tp x cp x dp (training; serving: ep must divide dp): the expert "

@@ -104,7 +104,7 @@ def test_weights_alone_over_capacity():
 @pytest.mark.parametrize("kw, text", [
     (dict(tp=3, gpus=3), "tp_heads"),
     (dict(tp=2, dp=1, gpus=8), "split"),
-    (dict(pp=3, gpus=3), "pp_layers"),
+    (dict(pp=40, gpus=40), "pp_layers"),
     (dict(ep=2, dp=2, gpus=2), "ep_dense"),
     (dict(batch=0), "domain"),
 ])

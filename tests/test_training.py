@@ -125,7 +125,7 @@ def test_infeasible_splits_are_rows_with_reasons():
     frame = pd.DataFrame([
         _point(gpus=60),                       # does not multiply out
         _point(tp=5, gpus=40),                 # 5 does not divide 96 heads
-        _point(pp=7, vp=1, gpus=56),           # 7 does not divide 96 layers
+        _point(pp=7, vp=15, gpus=56),          # 105 model chunks for 96 layers
         _point(global_batch=63, micro_batch=2),  # dp*micro_batch does not divide the batch
         _point(ep=2, gpus=128, global_batch=128),  # EP on a dense model
         _point(tp=1, pp=1, vp=1, gpus=64, recompute="none", sp=False),  # 175B unsharded: out of memory
@@ -376,3 +376,41 @@ def test_dualpipe_needs_even_stages_and_micro_batches():
     odd = _schedules(pp=5, gpus=20, tp=4, global_batch=20)   # 80 layers on 5 stages, which cannot pair up
     assert bool(odd["fits"].iloc[0]) or odd["infeasible_code"].iloc[0] != 20
     assert not bool(odd["fits"].iloc[1]) and int(odd["infeasible_code"].iloc[1]) == 20
+
+
+# ---- pipeline layouts -------------------------------------------------------------------------
+
+def test_layouts_follow_megatron_core():
+    from dse.perf.pipeline import slowest_stage
+    layer, head = 1.0, 2.5
+    # even: Llama-3 70B, 80 layers on pp 4: 20 a stage, the head on the last
+    assert slowest_stage(80.0, 4.0, 1.0, layer, head) == (20.0, 1.0)
+    # slots (account_for_embedding/loss): Llama 3.1 405B, 126 layers + 2 on pp 8 x vp 4: 16 slots a
+    # stage; the middle stages' 16 layers pace the step unless the last stage's 15 + head is slower
+    assert slowest_stage(126.0, 8.0, 4.0, layer, 0.5) == (16.0, 0.0)
+    assert slowest_stage(126.0, 8.0, 4.0, layer, head) == (15.0, 1.0)
+    # balanced layout: DeepSeek-V3's recipe on pp 16 holds 4 layers a stage and 1 layer, the MTP
+    # module and the loss on the last (a tail of about 3.6 layers' time)
+    layers, tail = slowest_stage(61.0, 16.0, 1.0, layer, 3.6)
+    assert (layers, tail) == (1.0, 1.0) and layers * layer + tail * 3.6 < 5.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(layers=st.integers(1, 128), pp=st.sampled_from([1, 2, 3, 4, 5, 8, 16]), vp=st.sampled_from([1, 2, 3, 4]),
+       head=st.floats(0.0, 6.0))
+def test_the_slowest_stage_is_between_the_ideal_split_and_the_naive_one(layers, pp, vp, head):
+    from dse.perf.pipeline import layout_infeasible, slowest_stage
+    if vp > 1 and pp == 1 or layout_infeasible(layers, pp, vp):
+        return
+    n, on_last = slowest_stage(float(layers), float(pp), float(vp), 1.0, head)
+    t = n + on_last * head
+    assert t >= (layers + head) / pp - 1e-9                       # no layout beats a perfect balance
+    assert t <= np.ceil(layers / pp) + head + 1e-9               # nor loses to whole layers + head on one stage
+    assert n == int(n) or layers % pp == 0
+
+
+def test_uneven_layer_counts_are_feasible_and_the_head_no_longer_stacks_on_a_full_stage():
+    job = dict(model="qwen3-235b-a22b", system="gb200", gpus=256, tp=1, pp=8, ep=32, global_batch=2048,
+               precision="bf16", recompute="full")
+    out = dse.evaluate_training(pd.DataFrame([job, {**job, "pp": 7, "gpus": 224}]))
+    assert out["infeasible_code"].tolist() == [0, 0]     # 94 layers on 8 and on 7 stages

@@ -43,6 +43,7 @@ from dse.columns import divides, first_failure, not_positive_integers, real
 from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf import mixers as X
+from dse.perf import pipeline as P
 from dse.perf import roofline as R
 from dse.perf.distinct import distinct
 from dse.perf.collectives import Network, Placement
@@ -58,7 +59,7 @@ def reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl):
         (RC["split"], np.abs(tp * pp * dp - gpus) > 0.5),
         (RC["tp_heads"], ~divides(tp, m.heads) | X.recurrent_heads_indivisible(m, tp)),
         (RC["tp_kv_heads"], ~(divides(tp, m.kv_heads) | divides(m.kv_heads, tp))),
-        (RC["pp_layers"], ~divides(pp, m.layers)),
+        (RC["pp_layers"], P.layout_infeasible(m.layers, pp, 1.0)),
         (RC["batch"], ~divides(dp, batch)),
         (RC["ep_dp"], ~divides(ep, dp)),
         (RC["ep_experts"], m.is_moe & ~divides(ep, m.experts)),
@@ -187,7 +188,7 @@ class PassSetup:
         self.p = Pass(w, m, self.tp, self.ep)
         self.net = Network(w, overhead_s=real(w["collective_overhead_s"]))
         self.place = Placement(self.p.hw["scaleup_domain"], self.tp, 1.0, self.ep, self.pp, dp)
-        self.layers_per_stage = m.layers / self.pp
+        self.layers_per_stage = np.ceil(m.layers / self.pp - 1e-9)  # engines split unevenly: the slowest stage
         _, self.mb_seqs = micro_batch_seqs(batch / dp, self.pp)
 
 

@@ -12,6 +12,17 @@
             (F + B/2). The price: two copies of the parameters (and their gradients and optimizer
             states) and pp + 1 micro-batches of activations in flight; pp and the micro-batch count
             must be even, with no interleaving.
+
+Layouts (`slowest_stage`): how the decoder layers and the output head (with any multi-token-
+prediction modules) spread over the pp x vp model chunks, as Megatron-Core lays them out:
+  even      pp x vp divides the layers: an equal share per stage, the head on the last stage.
+  slots     pp x vp divides layers + 2: the embedding and the loss each count as a layer slot
+            (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split, as the
+            Megatron-Bridge recipes of Qwen3-235B-A22B and Llama 3.1 405B set them): the first and
+            last stage hold one layer fewer.
+  balanced  otherwise an explicit pipeline_model_parallel_layout balanced around the head, as the
+            DeepSeek-V3 and Kimi-K2 recipes write them (pp 16: four layers a stage, one layer with the
+            MTP module and the loss on the last).
 """
 from __future__ import annotations
 
@@ -31,6 +42,40 @@ def bubble_s(schedule, pp, vp, t_mb, t_bwd, p2p):
         return one_f_one_b
     dualpipe = np.maximum(pp / 2 - 1, 0.0) * (t_mb - t_bwd / 2 + 2 * p2p)
     return np.where(dual, dualpipe, one_f_one_b)
+
+
+def layout_infeasible(layers, pp, vp):
+    """A layout needs a decoder layer, the embedding or the loss in every model chunk."""
+    return pp * vp > layers + 2
+
+
+def slowest_stage(layers, pp, vp, per_layer_s, tail_s):
+    """(decoder layers on the slowest pipeline stage, 1.0 where that stage also runs the tail else
+    0.0) for per-layer micro-batch time `per_layer_s` and output head (+ MTP) time `tail_s`."""
+    chunks = pp * vp
+    even = np.floor(layers / chunks) * chunks == layers
+    slots = np.floor((layers + 2) / chunks) * chunks == layers + 2
+    # slots: first stage embedding + vp*n - 1 layers, middle ones vp*n, last vp*n - 1 and the head
+    n = (layers + 2) / pp
+    middle = np.where(pp > 2, n, n - 1)
+    slot_tail = (n - 1) * per_layer_s + tail_s >= middle * per_layer_s
+    slot_layers = np.where(slot_tail, n - 1, middle)
+    # balanced: k layers share the last stage with the tail, the others ceil((layers - k)/(pp - 1))
+    others = np.maximum(pp - 1, 1)
+    k0 = np.floor((layers - others * tail_s / np.maximum(per_layer_s, 1e-30)) / pp)
+    best_t, best_layers, best_tail = np.inf, layers, 1.0
+    for dk in (-1, 0, 1, 2):
+        k = np.clip(k0 + dk, 0, layers)
+        rest = np.ceil((layers - k) / others - 1e-9)
+        last_t, rest_t = k * per_layer_s + tail_s, rest * per_layer_s
+        t = np.maximum(last_t, rest_t)
+        better = t < best_t
+        best_layers = np.where(better, np.where(last_t >= rest_t, k, rest), best_layers)
+        best_tail = np.where(better, (last_t >= rest_t).astype(float), best_tail)
+        best_t = np.minimum(t, best_t)
+    layers_out = np.where(even | (pp <= 1), layers / pp, np.where(slots, slot_layers, best_layers))
+    tail_out = np.where(even | (pp <= 1), 1.0, np.where(slots, slot_tail.astype(float), best_tail))
+    return layers_out, tail_out
 
 
 def state_copies(schedule):

@@ -46,7 +46,7 @@ def reason_codes(m, w):
         (RC["split"], (np.abs(tp * pp * dp * cp - gpus) > 0.5) | (np.floor(dp) != dp)),
         (RC["tp_heads"], ~divides(tp, m.heads) | X.recurrent_heads_indivisible(m, tp)),
         (RC["tp_kv_heads"], ~(divides(tp, m.kv_heads) | divides(m.kv_heads, tp))),
-        (RC["pp_layers"], ~divides(pp * vp, m.layers)),
+        (RC["pp_layers"], P.layout_infeasible(m.layers, pp, vp)),
         (RC["global_batch"], ~divides(dp * w["micro_batch"], w["global_batch"])),
         (RC["ep_dp"], ~divides(ep * w["etp"], tp * cp * dp)),
         (RC["ep_experts"], m.is_moe & ~divides(ep, m.experts)),
@@ -323,17 +323,18 @@ def training_columns(w: dict) -> dict:
 
     full, selective = w["recompute"] == 2, w["recompute"] == 1
     recompute_layer = np.where(full, layer.fwd, np.where(selective & ~w["flash_attention"], layer.attn_fwd, 0.0))
-    # the slowest stage: a layer count pp does not divide leaves some stages a layer more
-    layers_per_stage = np.ceil(m.layers / pp - 1e-6)
-    # the multi-token-prediction modules (a layer and an output head each): frameworks place them with
-    # the pipeline layout balanced around them (Megatron-Core pipeline_model_parallel_layout), so
-    # each stage carries 1/pp of their work
-    mtp_work = w["mtp_layers"] * (layer.fwd + layer.bwd + layer.head) / pp
-    stage_compute = layers_per_stage * (layer.fwd + layer.bwd) + layer.head + mtp_work
+    # the slowest stage under Megatron-Core's layout (dse.perf.pipeline.slowest_stage); the output
+    # head and the multi-token-prediction modules (a layer and an output head each) sit on the last
+    stage_ep_layer = ep_exposed(w, layer, ep_fwd, full)
+    per_layer = (layer.fwd + layer.bwd + recompute_layer + tp_fwd + tp_bwd + cp_fwd + cp_bwd
+                 + np.where(full, tp_fwd + cp_fwd, 0.0) + stage_ep_layer)
+    tail = layer.head + w["mtp_layers"] * (layer.fwd + layer.bwd + layer.head)
+    layers_per_stage, on_last = P.slowest_stage(m.layers, pp, vp, per_layer, tail)
+    stage_compute = layers_per_stage * (layer.fwd + layer.bwd) + on_last * tail
     stage_recompute = layers_per_stage * recompute_layer
     stage_tp = layers_per_stage * (tp_fwd + tp_bwd + np.where(full, tp_fwd, 0.0))
     stage_cp = layers_per_stage * (cp_fwd + cp_bwd + np.where(full, cp_fwd, 0.0))
-    stage_ep = layers_per_stage * ep_exposed(w, layer, ep_fwd, full)
+    stage_ep = layers_per_stage * stage_ep_layer
     t_mb = stage_compute + stage_recompute + stage_tp + stage_cp + stage_ep
 
     # Pipeline: scatter-gather sends (Narayanan et al. 2021, Sec. 4.1): each TP rank sends 1/tp of
