@@ -103,6 +103,7 @@ def training_inputs(work: dict, n: int) -> dict:
                    global_batch=global_batch, etp=np.where(np.isnan(etp), tp, etp))
     out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in degrees.items()})
     out.update(precision=schema.enum_codes(work, "precision"), recompute=_setting(work, "recompute", "code"),
+               recompute_modules=schema.module_masks(work),
                sp=_sequence_parallel(work, tp), topology_code=schema.enum_codes(work, "topology"),
                zero=_setting(work, "zero", "float"), moe_imbalance=_setting(work, "moe_imbalance", "float"),
                moe_capacity_factor=_setting(work, "moe_capacity_factor", "float"),

@@ -118,6 +118,48 @@ BOOL_WORDS = {"true": True, "yes": True, "1": True, "on": True, "1.0": True,
               "false": False, "no": False, "0": False, "off": False, "none": False, "0.0": False}
 
 
+# Megatron-Core's selective-recompute modules (--recompute-modules), one bit each; a blank list is
+# Megatron-Core's default, core_attn (TransformerConfig.recompute_modules).
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts")
+RECOMPUTE_MODULE_ALIASES = {**{name: name for name in RECOMPUTE_MODULES}, "core_attention": "core_attn",
+                            "attention": "core_attn", "norm": "layernorm", "rmsnorm": "layernorm",
+                            "act": "moe_act", "up_proj": "mla_up_proj", "mla_up": "mla_up_proj",
+                            "shared_expert": "shared_experts"}
+
+
+def module_bit(name: str) -> int:
+    return 1 << RECOMPUTE_MODULES.index(name)
+
+
+def module_mask(value) -> int:
+    """Bit mask of one recompute_modules value: names separated by commas, spaces, '+' or ';'."""
+    import re
+    words = [w for w in re.split(r"[\s,;+\[\]'\"]+", str(value).strip().lower()) if w]
+    if not words or words == ["nan"]:
+        words = ["core_attn"]
+    mask = 0
+    for word in words:
+        if word not in RECOMPUTE_MODULE_ALIASES:
+            raise ConfigError(f"recompute_modules: unknown module '{word}'; use names from "
+                              f"{', '.join(RECOMPUTE_MODULES)} separated by commas")
+        mask |= module_bit(RECOMPUTE_MODULE_ALIASES[word])
+    return mask
+
+
+def module_masks(cols: dict) -> np.ndarray:
+    """recompute_modules of a batch as bit masks (int16); Megatron-Core's default where absent."""
+    from dse.columns import categories, length
+    n = length(cols)
+    if "recompute_modules" not in cols:
+        return np.full(n, module_bit("core_attn"), dtype=np.int16)
+    v = cols["recompute_modules"]
+    if not hasattr(v, "categories") and np.asarray(v).dtype.kind in "iu":
+        return np.asarray(v, dtype=np.int16)
+    codes, uniques = categories(v)
+    table = [module_mask(u) for u in uniques] + [module_bit("core_attn")]
+    return np.asarray(table, dtype=np.int16)[np.where(codes < 0, len(table) - 1, codes)]
+
+
 def enum_code(name: str, value) -> int:
     """Integer code of one spelling of an enumeration value; ConfigError naming the choices."""
     key = str(value).strip().lower()

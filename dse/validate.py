@@ -73,7 +73,7 @@ def _model_columns(r) -> dict:
 
 
 # MoE settings the Megatron-Bridge rows take from the performance recipe that produced them
-STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule")
+STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule", "recompute_modules")
 
 
 def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
@@ -180,7 +180,6 @@ def training_results() -> pd.DataFrame:
 
 def moe_row_ids() -> list[str]:
     """Ids of the training rows whose model is a mixture of experts (catalog or stated experts)."""
-    from dse import catalog
     table = pd.concat([_read_csv(name) for name in TRAINING_FILES], ignore_index=True)
     frame, _ = training_inputs(table)
     experts = frame["experts"] if "experts" in frame else pd.Series(0.0, index=frame.index)

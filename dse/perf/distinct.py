@@ -98,12 +98,14 @@ def distinct(fn, block: Mapping, keys, min_rows: int = 256, max_share: float = 0
 
 
 def _at_rows(value, index: np.ndarray, n: int):
-    """`value` with each 1-D array of n rows in it (itself, in a tuple or list, or an attribute of a
+    """`value` with each 1-D array of n rows in it (itself, in a tuple, list or dict, or an attribute of a
     plain object, read through _AtRows) taken at `index`."""
     if isinstance(value, np.ndarray):
         return value[index] if value.ndim == 1 and len(value) == n else value
     if isinstance(value, (tuple, list)):
         return type(value)(_at_rows(v, index, n) for v in value)
+    if isinstance(value, dict):
+        return {k: _at_rows(v, index, n) for k, v in value.items()}
     if hasattr(value, "__dict__") and not isinstance(value, type):
         return _AtRows(value, index, n)
     return value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dse import catalog
+from dse.perf import recompute as RE
 
 # Bytes per parameter and per activation element (dse/catalog/constants.csv, with sources).
 WEIGHT_BYTES = catalog.constant("weight_bytes")
@@ -20,32 +21,50 @@ ACT_BYTES = catalog.constant("activation_bytes")
 LOGITS_BYTES = catalog.constant("logits_bytes")
 
 
-def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction):
+def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction,
+                               modules=1, saved_operand_bytes=2.0):
     """Stored activation bytes of one layer for one micro-batch on one GPU.
 
     Per token, terms replicated across TP ranks unless sequence parallel (R) and terms sharded
     over TP (S), as in Korthikanti et al. eq. 1-4: for GPT (MHA, 4h GeLU MLP, dropout)
     R = 10h, S = 24h and the attention scores 5as, giving sbh(10 + 24/t + 5as/ht).
-    recompute: 0 none, 1 selective (drops the attention-score term), 2 full (keeps the layer input).
+    recompute: 0 none, 1 selective (the `modules` bit mask, dse.perf.recompute: each frees what
+    its forward stored), 2 full (keeps the layer input).
     FlashAttention never stores the scores (only a 4-byte log-sum-exp per head and token).
+    Low-precision GEMMs keep their inputs for the weight gradients quantized
+    (`saved_operand_bytes` per element; Transformer Engine saves the column-wise FP8/FP4 copy).
     Hybrid layers: each term on the share of the layers that has it (the R term per sub-block, the
     attention terms on the attention layers, the MLP terms on dense/MoE layers, `moe_fraction` of
     the layers being MoE), plus the Mamba-2 / Gated DeltaNet mixers' stored tensors.
     """
     h, a = model.hidden, model.heads
     drop = model.dropout.astype(h.dtype)
-    # per sub-block: norm input, GEMM input, dropout mask (4h + h: two blocks per transformer layer)
-    replicated = (4.0 + drop) * h * model.blocks_per_layer
+    selective = recompute == 1
+
+    def on(bit):
+        return selective & ((modules & bit) != 0)
+    q = saved_operand_bytes
+    # per sub-block: norm input (16-bit), GEMM input (quantized), dropout mask; a standalone norm
+    # (the MoE layers' pre-MLP norm, MLA's input norm) recomputed frees its output
+    standalone_norms = moe_fraction + model.attention_fraction * model.is_mla
+    replicated = (2.0 + q + drop) * h * model.blocks_per_layer - on(RE.LAYERNORM) * q * h * standalone_norms
     # Q (and its output gate), K, V, out-proj input (16-bit); MLA also keeps its latents
-    attn_sharded = model.attention_fraction * 2.0 * (
-        model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim + model.o_dim)
+    qkv = model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim
+    qkv = qkv * np.where(on(RE.MLA_UP_PROJ) & model.is_mla, 0.0, 1.0)
+    attn_sharded = model.attention_fraction * 2.0 * (qkv + model.o_dim)
     if np.any(model.is_mla):
         replicated = replicated + model.attention_fraction * model.is_mla * 2.0 * (model.q_lora + model.kv_lora + model.rope_dim)
-    act_per_ffn = model.mlp_mats * 2.0  # GeLU: its input and output; gated: both projections + output
-    mlp_sharded = (model.mlp_fraction - moe_fraction) * act_per_ffn * model.ffn
+    # an MLP's hidden layer: GeLU its input (16-bit) and output (the next GEMM's, quantized); gated
+    # both projections and the output
+    act_per_ffn = (model.mlp_mats - 1) * 2.0 + q
+    dense_mlp = (model.mlp_fraction - moe_fraction) * act_per_ffn * model.ffn
+    mlp_sharded = np.where(on(RE.MLP), 0.0, dense_mlp)
     if np.any(moe_fraction > 0):
-        moe_one = (model.top_k + model.shared_experts) * act_per_ffn * model.moe_ffn + model.top_k * 2 * h
-        mlp_sharded = mlp_sharded + moe_fraction * moe_one
+        # routed copies: the permuted input and the hidden layers of top_k experts (moe_act frees
+        # the activation output); shared experts
+        routed = model.top_k * (act_per_ffn * model.moe_ffn + q * h) - on(RE.MOE_ACT) * model.top_k * q * model.moe_ffn
+        shared = np.where(on(RE.SHARED_EXPERTS), 0.0, model.shared_experts * act_per_ffn * model.moe_ffn)
+        mlp_sharded = mlp_sharded + moe_fraction * np.where(on(RE.MOE), 0.0, routed + shared)
     mlp_sharded = mlp_sharded + recurrent_activation_elements(model)
     # softmax output (+ dropout mask and output) per head over the whole key length; FlashAttention
     # keeps only an FP32 log-sum-exp per head.
@@ -53,7 +72,8 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     rep_div = np.where(sp, tp, 1.0)
     per_token = replicated / rep_div + (attn_sharded + mlp_sharded) / tp
     per_token = np.where(recompute == 0, per_token + scores / tp,
-                         np.where(recompute == 2, 2.0 * h / rep_div, per_token + flash * scores / tp))
+                         np.where(recompute == 2, 2.0 * h / rep_div,
+                                  per_token + np.where(on(RE.CORE_ATTN) & ~flash, 0.0, scores) / tp))
     return per_token * micro_batch * seq_local
 
 

@@ -25,10 +25,12 @@ import numpy as np
 from dse import catalog, schema
 from dse.columns import divides, first_failure, not_positive_integers, only_where
 from dse.perf import adapters as A
+from dse.perf import dataparallel as D
 from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf import pipeline as P
 from dse.perf import mixers as X
+from dse.perf import recompute as RE
 from dse.perf import roofline as R
 from dse.perf.distinct import distinct
 from dse.catalog.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s
@@ -91,11 +93,14 @@ class Layer:
         wgrad_share = A.weight_grad_share(w)
         self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = 0.0
         self.moe_fwd = self.moe_bwd = 0.0
+        self.op_fwd, self.op_flops = {}, {}   # forward seconds and FLOPs by op name: what selective recompute re-runs
         live_rows = {}
         for op in ops:
             if not np.any(op.weight):
                 continue
             t = L.weighted(R.op_time_s, op, rates, live_rows)
+            self.op_fwd[op.name] = self.op_fwd.get(op.name, 0.0) + t
+            self.op_flops[op.name] = self.op_flops.get(op.name, 0.0) + R.op_flops_bytes(op)[0] * op.weight
             if op.timing == "moe":  # its backward: the grouped GEMMs twice, the token streams once
                 self.moe_fwd = self.moe_fwd + t
                 dgrad, wgrad = L.weighted(R.moe_backward_s, op, rates, live_rows)
@@ -116,6 +121,9 @@ class Layer:
         self.logits = R.op_time_s(logits, rates)
         self.head = (2 + wgrad_share) * self.logits + 2 * R.op_time_s(loss, rates)
         self.tokens, self.blocks = s.tokens, m.blocks_per_layer   # sub-blocks per layer (2 in a transformer)
+        self.dense_share = dense
+        self.stream_fwd = {bit: R.op_time_s(op, rates) for bit, op in
+                           RE.rerun_stream_ops(m, s, experts, moe, hidden_split).items()}
 
 
 def tp_comm(net, place, w, tp, layer, act_msg):
@@ -176,11 +184,6 @@ def host_time(m, w, ep):
     return eager + moe * m.experts / ep * expert
 
 
-def expert_dp(tp, cp, dp, ep, etp):
-    """Ranks holding the same expert shard: a stage's tp x cp x dp ranks over etp x ep."""
-    return np.maximum(tp * cp * dp / (ep * etp), 1.0)
-
-
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "moe_imbalance",
@@ -204,105 +207,25 @@ class LayerComm:
         self.cp_fwd, self.cp_bwd = cp_comm(net, place, m, w, cp, tp, layer.tokens, layer)
 
 
-def model_state(m, w, tp, pp, dp, cp, ep, etp):
-    """((dense, expert) parameters, (dense, expert) trained parameters, weights, grads, optimizer)
-    bytes per GPU: with LoRA the base weights are frozen and only the adapters train."""
-    dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep, etp)
-    layer_full = (m.mixer_params + m.dense_mlp_params) / tp
-    weights, grads, optimizer = M.model_state_bytes(dense_params, expert_params, w["zero"], dp * cp,
-                                                    expert_dp(tp, cp, dp, ep, etp), layer_full)
-    trained = (dense_params, expert_params)
-    lora = A.frozen(w)
-    if np.any(lora):
-        adapters = A.adapter_params_per_gpu(m, w["adapter_rank"], tp, pp)
-        _, adapter_grads, adapter_optimizer = M.model_state_bytes(adapters, 0.0, w["zero"], dp * cp, 1.0, 0.0)
-        grads, optimizer = np.where(lora, adapter_grads, grads), np.where(lora, adapter_optimizer, optimizer)
-        trained = (np.where(lora, adapters, dense_params), np.where(lora, 0.0, expert_params))
-    return (dense_params, expert_params), trained, weights, grads, optimizer
-
-
 def activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, tokens):
     """Activation bytes per GPU: the in-flight micro-batches' stored layer activations (and the
     logits on a single stage)."""
     _, moe = L.layer_shares(m)
     act_layer = M.activation_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"],
-                                             w["flash_attention"], moe)
+                                             w["flash_attention"], moe, w["recompute_modules"],
+                                             L.GEMM_OPERAND_BYTES[w["precision"]])
     activations = act_layer * M.inflight_layers(m.layers, pp, vp, microbatches)
     return activations + np.where(pp == 1, tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0)
 
 
-def expert_only(moe, seconds, like):
-    """An expert collective's time on MoE rows, 0 elsewhere (a zero-byte collective still pays its
-    latency), in the dense terms' float type: a row gets the same answer alone as in a mixed block."""
-    return np.where(moe, seconds, 0.0).astype(np.result_type(like), copy=False)
-
-
-def dp_collectives(net, place, m, w, dp, cp, ep, params, n_expert, trained):
-    """(reduce-scatter, all-gather, all-reduce) seconds of the data-parallel gradient and parameter
-    collectives (dense and expert, the expert group `n_expert` ranks) of one step: the gradients of
-    the `trained` parameters, the `params` gathered. Expert collectives only on MoE rows (a dense row
-    in a block with MoE rows sends no zero-byte collective)."""
-    dense_params, expert_params = params
-    zero, moe = w["zero"], m.is_moe
-    n_dense = dp * cp
-    grad_dense, grad_expert = trained[0] * M.GRAD_BYTES, trained[1] * M.GRAD_BYTES
-    param_dense, param_expert = dense_params * M.WEIGHT_BYTES, expert_params * M.WEIGHT_BYTES
-    d_in, e_in = place.dense_dp_in, place.expert_dp_in
-    sharded = zero >= 1
-    rs = only_where(sharded, lambda: net.reduce_scatter_s(n_dense, d_in, grad_dense)
-                     + only_where(moe, lambda: expert_only(moe, net.reduce_scatter_s(n_expert, e_in, grad_expert), grad_dense)))
-    ag = only_where(sharded, lambda: net.all_gather_s(n_dense, d_in, param_dense)
-                     + only_where(moe, lambda: expert_only(moe, net.all_gather_s(n_expert, e_in, param_expert), grad_dense)))
-    ar = only_where(~sharded, lambda: net.all_reduce_s(n_dense, d_in, grad_dense)
-                     + only_where(moe, lambda: expert_only(moe, net.all_reduce_s(n_expert, e_in, grad_expert), grad_dense)))
-    return rs, ag, ar
-
-
-# The columns the model state and the data-parallel collectives depend on row by row (besides the
-# model and hardware).
-STATE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "topology_code", "dp_hierarchical", "adapter", "adapter_rank")
-
-
-class ModelState:
-    """model_state (`params`, `trained`, `weights`, `grads`, `optimizer`) and dp_collectives (`rs`, `ag`, `ar`)
-    from the block's columns alone: dse.perf.distinct evaluates it once per distinct row of STATE_KEYS."""
-
-    def __init__(self, w):
-        m = Model(w)
-        tp, pp, dp, cp, ep, etp = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "cp", "ep", "etp"))
-        self.params, self.trained, self.weights, self.grads, self.optimizer = model_state(m, w, tp, pp, dp, cp, ep, etp)
-        place = Placement(w["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp, pp_outermost=True)
-        self.rs, self.ag, self.ar = dp_collectives(Network(w), place, m, w, dp, cp, ep, self.params,
-                                                   expert_dp(tp, cp, dp, ep, etp), self.trained)
-
-
-def dp_comm(w, dp, cp, sync: ModelState, microbatches, fwd_mb, bwd_mb, layers_per_stage):
-    """Exposed data-parallel communication per step: all-reduce of gradients (ZeRO 0), reduce-scatter
-    of gradients and all-gather of parameters (ZeRO 1-3, per micro-batch from ZeRO 2/3), hidden
-    behind the backward (gradients) or forward (parameters) except the last layer's bucket."""
-    zero, rs, ag, ar = w["zero"], sync.rs, sync.ag, sync.ar
-    tail = 1.0 / np.maximum(layers_per_stage, 1)  # the last layer's bucket cannot hide
-
-    def hidden_behind(comm, window):
-        return np.where(w["dp_overlap"], np.maximum(comm - window, comm * tail), comm)
-    exposed = np.select(
-        [zero == 0, zero == 1, zero == 2],
-        [hidden_behind(ar, bwd_mb),
-         hidden_behind(rs, bwd_mb) + hidden_behind(ag, fwd_mb),
-         microbatches * hidden_behind(rs, bwd_mb) + hidden_behind(ag, fwd_mb)],
-        microbatches * (hidden_behind(ag, fwd_mb) + hidden_behind(ag + rs, bwd_mb)))
-    return np.where(dp * cp > 1, exposed, 0.0)
-
-
-def flops_and_utilisation(m, w, hw, step, tokens_per_step):
-    """(model FLOPs, hardware FLOPs, MFU, HFU) of one step; MFU against the training precision's peak."""
-    full, selective = w["recompute"] == 2, w["recompute"] == 1
+def flops_and_utilisation(m, w, hw, step, tokens_per_step, selective_flops):
+    """(model FLOPs, hardware FLOPs, MFU, HFU) of one step; MFU against the training precision's peak.
+    Recompute adds the layers' forward (full) or `selective_flops`, the modules' re-run FLOPs of a step."""
+    full = w["recompute"] == 2
     fwd_token = m.forward_flops_per_token(m.seq_len)
     model_flops = (2 + A.weight_grad_share(w)) * fwd_token * tokens_per_step   # LoRA: no weight gradients
-    attn_token = L.attention_flops(m, 1.0, 1.0, m.attention_span(m.seq_len), 1.0) * m.layers * m.attention_fraction
-    recompute_token = np.where(full, fwd_token - 2 * m.vocab * m.hidden,
-                               np.where(selective & ~w["flash_attention"], attn_token, 0.0))
-    hardware_flops = model_flops + recompute_token * tokens_per_step
+    recompute = np.where(full, (fwd_token - 2 * m.vocab * m.hidden) * tokens_per_step, selective_flops)
+    hardware_flops = model_flops + recompute
     peak = peak_flops_per_s(w["precision"], hw)
     return model_flops, hardware_flops, model_flops / (step * w["gpus"] * peak), hardware_flops / (step * w["gpus"] * peak)
 
@@ -321,11 +244,11 @@ def training_columns(w: dict) -> dict:
     ep_fwd, cp_fwd, cp_bwd = comm.ep_fwd, comm.cp_fwd, comm.cp_bwd
     act_msg = layer.tokens * m.hidden * M.ACT_BYTES
 
-    full, selective = w["recompute"] == 2, w["recompute"] == 1
-    recompute_layer = np.where(full, layer.fwd, np.where(selective & ~w["flash_attention"], layer.attn_fwd, 0.0))
+    full = w["recompute"] == 2
+    recompute_layer = RE.layer_recompute_s(w, layer, tp_fwd)
     # the slowest stage under Megatron-Core's layout (dse.perf.pipeline.slowest_stage); the output
     # head and the multi-token-prediction modules (a layer and an output head each) sit on the last
-    stage_ep_layer = ep_exposed(w, layer, ep_fwd, full)
+    stage_ep_layer = ep_exposed(w, layer, ep_fwd, full | RE.modules_on(w, RE.MOE))   # moe re-runs the exchange
     per_layer = (layer.fwd + layer.bwd + recompute_layer + tp_fwd + tp_bwd + cp_fwd + cp_bwd
                  + np.where(full, tp_fwd + cp_fwd, 0.0) + stage_ep_layer)
     tail = layer.head + w["mtp_layers"] * (layer.fwd + layer.bwd + layer.head)
@@ -345,7 +268,7 @@ def training_columns(w: dict) -> dict:
     # interleaved), and the activation and its gradient cross the pp - 1 stage boundaries on the way.
     bubble = P.bubble_s(w["pp_schedule"], pp, vp, t_mb, layers_per_stage * layer.bwd, p2p)
 
-    state = distinct(ModelState, w, STATE_KEYS)
+    state = distinct(D.ModelState, w, D.STATE_KEYS)
     (dense_params, expert_params), weights, grads, optimizer = state.trained, state.weights, state.grads, state.optimizer
     activations = activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, layer.tokens)
     if np.any(w["pp_schedule"] == P.DUALPIPE):   # two stages' parameters, one more micro-batch in flight
@@ -354,8 +277,8 @@ def training_columns(w: dict) -> dict:
         activations = activations * P.inflight_share(w["pp_schedule"], pp)
     mem = weights + grads + optimizer + activations
     fwd_mb = layers_per_stage * (layer.fwd + tp_fwd) + layer.logits
-    dp_s = dp_comm(w, dp, cp, state, microbatches, fwd_mb, t_mb - fwd_mb, layers_per_stage)
-    n_expert = expert_dp(tp, cp, dp, ep, etp)
+    dp_s = D.dp_comm(w, dp, cp, state, microbatches, fwd_mb, t_mb - fwd_mb, layers_per_stage)
+    n_expert = D.expert_dp(tp, cp, dp, ep, etp)
     sharded = w["zero"] >= 1
     opt_params = (np.where(sharded, dense_params / (dp * cp), dense_params)
                   + np.where(sharded, expert_params / n_expert, expert_params))
@@ -368,7 +291,8 @@ def training_columns(w: dict) -> dict:
     step = np.maximum(gpu_step, host_step)
 
     tokens_per_step = w["global_batch"] * m.seq_len
-    model_flops, hardware_flops, mfu, hfu = flops_and_utilisation(m, w, hw, step, tokens_per_step)
+    model_flops, hardware_flops, mfu, hfu = flops_and_utilisation(
+        m, w, hw, step, tokens_per_step, RE.layer_recompute_flops(w, layer) * m.layers * microbatches * w["gpus"] / pp)
     oom = (reason == 0) & (mem + K["reserved_bytes"] > hw["memory_capacity_bytes"])
     reason = np.where(oom, RC["out_of_memory"], reason).astype(np.int8)
     return {

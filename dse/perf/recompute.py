@@ -1,0 +1,81 @@
+"""Activation recompute: what a layer re-runs in the backward, by recompute mode and module.
+
+  none       nothing.
+  full       the whole layer's forward, from its stored input (Megatron-Core 'full', uniform).
+  selective  the modules of `recompute_modules` (Megatron-Core --recompute-modules; default
+             core_attn). Each frees stored activations (dse.perf.memory.activation_bytes_per_layer)
+             and re-runs its forward once in the backward (Megatron-LM d98e8a64dd,
+             megatron/core/transformer/transformer_config.py recompute_modules; tensor_parallel/random.py):
+    core_attn       the attention core (FlashAttention or the unfused scores, softmax and PV); with
+                    fused attention it frees little (Megatron warns), without it the O(s^2) scores.
+    layernorm       the norms that stand alone (the MoE layers' pre-MLP norm, MLA's input norm; dense
+                    layers fuse theirs into the next GEMM): their outputs, re-run as a norm kernel.
+    mla_up_proj     MLA's query and KV up-projections: Q, K and V, re-run as the two GEMMs.
+    moe_act         the experts' activation output, re-run as one element-wise kernel.
+    mlp             the dense layers' MLP: its hidden activations, re-run as both GEMMs (and their
+                    TP communication).
+    shared_experts  the shared experts' hidden activations, re-run as their GEMMs.
+    moe             the whole MoE layer: router, dispatch, experts, combine (the expert-parallel
+                    exchange runs again: dse.perf.training.ep_exposed).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dse.perf.layer import Op
+from dse.schema import RECOMPUTE_MODULES, module_bit
+
+CORE_ATTN, LAYERNORM, MLA_UP_PROJ, MOE_ACT, MLP, MOE, SHARED_EXPERTS = (module_bit(n) for n in RECOMPUTE_MODULES)
+
+# the forward ops of the inventory (dse.perf.layer, dse.perf.mixers) each module re-runs
+RERUN_OPS = {
+    CORE_ATTN: ("attention", "attention_scores", "attention_av", "attention_softmax"),
+    MLA_UP_PROJ: ("mla_q_up", "mla_kv_up"),
+    MLP: ("mlp_up_gate", "mlp_down"),
+    SHARED_EXPERTS: ("shared_expert_up_gate", "shared_expert_down"),
+    MOE: ("router", "experts", "shared_expert_up_gate", "shared_expert_down"),
+}
+
+
+def modules_on(w, bit):
+    """Rows whose selective recompute includes the module `bit`."""
+    return (w["recompute"] == 1) & ((w["recompute_modules"] & bit) != 0)
+
+
+def rerun_stream_ops(m, s, experts, moe_share, hidden_split) -> dict:
+    """The element-wise kernels layernorm and moe_act re-run, as stream ops of the inventory (16-bit):
+    a norm reads and writes the hidden state of the tokens it holds (1/tp of them under sequence
+    parallelism); the activation reads the gated pair and writes the hidden layer of every routed
+    copy on the GPU (`experts`: the experts' Shape, each expert's FFN split over its tp)."""
+    norms = moe_share + m.attention_fraction * m.is_mla
+    act = experts.tokens * m.top_k * m.mlp_mats * m.moe_ffn / experts.tp * 2.0 * moe_share
+    return {LAYERNORM: Op("norm_rerun", "elementwise", "stream", bytes=s.tokens / hidden_split * 4.0 * m.hidden * norms),
+            MOE_ACT: Op("moe_act_rerun", "elementwise", "stream", bytes=act)}
+
+
+def _rerun(w, per_op: dict):
+    """Sum over the rows' selective modules of `per_op` (seconds or FLOPs by op name) of their ops."""
+    total = 0.0
+    for bit, names in RERUN_OPS.items():
+        on = modules_on(w, bit)
+        if np.any(on):
+            total = total + np.where(on, sum(per_op.get(n, 0.0) for n in names), 0.0)
+    return total
+
+
+def layer_recompute_s(w, layer, tp_fwd):
+    """Seconds one layer re-runs in the backward for one micro-batch (`layer`: training.Layer,
+    its op_fwd by op name and stream_fwd by module)."""
+    seconds = np.where(w["recompute"] == 2, layer.fwd, 0.0)
+    if not np.any(w["recompute"] == 1):
+        return seconds
+    seconds = seconds + _rerun(w, layer.op_fwd)
+    for bit, t in layer.stream_fwd.items():
+        seconds = seconds + np.where(modules_on(w, bit), t, 0.0)
+    # the dense MLP's TP all-gather and reduce-scatter: one of the layer's two sub-blocks
+    return seconds + np.where(modules_on(w, MLP), tp_fwd * layer.dense_share / layer.blocks, 0.0)
+
+
+def layer_recompute_flops(w, layer):
+    """FLOPs one GPU's layer re-runs per micro-batch under selective recompute (its op_flops)."""
+    return _rerun(w, layer.op_flops) if np.any(w["recompute"] == 1) else 0.0
