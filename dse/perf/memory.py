@@ -39,10 +39,10 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     """
     h, a = model.hidden, model.heads
     drop = model.dropout.astype(h.dtype)
-    selective = recompute == 1
+    chosen = RE.selected(recompute, modules)
 
     def on(bit):
-        return selective & ((modules & bit) != 0)
+        return (chosen & bit) != 0
     q = saved_operand_bytes
     # per sub-block: norm input (16-bit), GEMM input (quantized), dropout mask; a standalone norm
     # (the MoE layers' pre-MLP norm, MLA's input norm) recomputed frees its output

@@ -53,13 +53,20 @@ def slowest_stage(layers, pp, vp, per_layer_s, tail_s):
     """(decoder layers on the slowest pipeline stage, 1.0 where that stage also runs the tail else
     0.0) for per-layer micro-batch time `per_layer_s` and output head (+ MTP) time `tail_s`."""
     chunks = pp * vp
-    even = np.floor(layers / chunks) * chunks == layers
+    even = (np.floor(layers / chunks) * chunks == layers) | (pp <= 1)
+    share = layers / pp
+    if np.all(even):
+        return share, np.ones_like(share)
+    flag = np.result_type(share)   # the tail indicator in the layers' float type, whichever branch
     slots = np.floor((layers + 2) / chunks) * chunks == layers + 2
     # slots: first stage embedding + vp*n - 1 layers, middle ones vp*n, last vp*n - 1 and the head
     n = (layers + 2) / pp
     middle = np.where(pp > 2, n, n - 1)
     slot_tail = (n - 1) * per_layer_s + tail_s >= middle * per_layer_s
     slot_layers = np.where(slot_tail, n - 1, middle)
+    if np.all(even | slots):
+        return (np.where(even, share, slot_layers).astype(flag),
+                np.where(even, 1.0, slot_tail).astype(flag))
     # balanced: k layers share the last stage with the tail, the others ceil((layers - k)/(pp - 1))
     others = np.maximum(pp - 1, 1)
     k0 = np.floor((layers - others * tail_s / np.maximum(per_layer_s, 1e-30)) / pp)
@@ -71,11 +78,11 @@ def slowest_stage(layers, pp, vp, per_layer_s, tail_s):
         t = np.maximum(last_t, rest_t)
         better = t < best_t
         best_layers = np.where(better, np.where(last_t >= rest_t, k, rest), best_layers)
-        best_tail = np.where(better, (last_t >= rest_t).astype(float), best_tail)
+        best_tail = np.where(better, last_t >= rest_t, best_tail)
         best_t = np.minimum(t, best_t)
-    layers_out = np.where(even | (pp <= 1), layers / pp, np.where(slots, slot_layers, best_layers))
-    tail_out = np.where(even | (pp <= 1), 1.0, np.where(slots, slot_tail.astype(float), best_tail))
-    return layers_out, tail_out
+    layers_out = np.where(even, share, np.where(slots, slot_layers, best_layers))
+    tail_out = np.where(even, 1.0, np.where(slots, slot_tail, best_tail))
+    return layers_out.astype(flag), tail_out.astype(flag)
 
 
 def state_copies(schedule):

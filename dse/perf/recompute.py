@@ -37,9 +37,18 @@ RERUN_OPS = {
 }
 
 
+# the op names any module re-runs: all a layer needs to keep of its forward times and FLOPs
+RERUN_NAMES = frozenset(name for names in RERUN_OPS.values() for name in names)
+
+
+def selected(recompute, modules):
+    """The module bits each row re-runs: its recompute_modules under selective recompute, else 0."""
+    return np.where(recompute == 1, modules, 0)
+
+
 def modules_on(w, bit):
     """Rows whose selective recompute includes the module `bit`."""
-    return (w["recompute"] == 1) & ((w["recompute_modules"] & bit) != 0)
+    return (selected(w["recompute"], w["recompute_modules"]) & bit) != 0
 
 
 def rerun_stream_ops(m, s, experts, moe_share, hidden_split) -> dict:
@@ -53,11 +62,11 @@ def rerun_stream_ops(m, s, experts, moe_share, hidden_split) -> dict:
             MOE_ACT: Op("moe_act_rerun", "elementwise", "stream", bytes=act)}
 
 
-def _rerun(w, per_op: dict):
-    """Sum over the rows' selective modules of `per_op` (seconds or FLOPs by op name) of their ops."""
+def _rerun(chosen, per_op: dict):
+    """Sum over each row's `chosen` modules (bits) of `per_op` (seconds or FLOPs by op name) of their ops."""
     total = 0.0
     for bit, names in RERUN_OPS.items():
-        on = modules_on(w, bit)
+        on = (chosen & bit) != 0
         if np.any(on):
             total = total + np.where(on, sum(per_op.get(n, 0.0) for n in names), 0.0)
     return total
@@ -67,15 +76,20 @@ def layer_recompute_s(w, layer, tp_fwd):
     """Seconds one layer re-runs in the backward for one micro-batch (`layer`: training.Layer,
     its op_fwd by op name and stream_fwd by module)."""
     seconds = np.where(w["recompute"] == 2, layer.fwd, 0.0)
-    if not np.any(w["recompute"] == 1):
+    chosen = selected(w["recompute"], w["recompute_modules"])
+    if not np.any(chosen):
         return seconds
-    seconds = seconds + _rerun(w, layer.op_fwd)
+    seconds = seconds + _rerun(chosen, layer.op_fwd)
     for bit, t in layer.stream_fwd.items():
-        seconds = seconds + np.where(modules_on(w, bit), t, 0.0)
+        on = (chosen & bit) != 0
+        if np.any(on):
+            seconds = seconds + np.where(on, t, 0.0)
     # the dense MLP's TP all-gather and reduce-scatter: one of the layer's two sub-blocks
-    return seconds + np.where(modules_on(w, MLP), tp_fwd * layer.dense_share / layer.blocks, 0.0)
+    mlp = (chosen & MLP) != 0
+    return seconds + np.where(mlp, tp_fwd * layer.dense_share / layer.blocks, 0.0) if np.any(mlp) else seconds
 
 
 def layer_recompute_flops(w, layer):
     """FLOPs one GPU's layer re-runs per micro-batch under selective recompute (its op_flops)."""
-    return _rerun(w, layer.op_flops) if np.any(w["recompute"] == 1) else 0.0
+    chosen = selected(w["recompute"], w["recompute_modules"])
+    return _rerun(chosen, layer.op_flops) if np.any(chosen) else 0.0

@@ -99,8 +99,9 @@ class Layer:
             if not np.any(op.weight):
                 continue
             t = L.weighted(R.op_time_s, op, rates, live_rows)
-            self.op_fwd[op.name] = self.op_fwd.get(op.name, 0.0) + t
-            self.op_flops[op.name] = self.op_flops.get(op.name, 0.0) + R.op_flops_bytes(op)[0] * op.weight
+            if op.name in RE.RERUN_NAMES:
+                self.op_fwd[op.name] = self.op_fwd.get(op.name, 0.0) + t
+                self.op_flops[op.name] = self.op_flops.get(op.name, 0.0) + R.op_flops_bytes(op)[0] * op.weight
             if op.timing == "moe":  # its backward: the grouped GEMMs twice, the token streams once
                 self.moe_fwd = self.moe_fwd + t
                 dgrad, wgrad = L.weighted(R.moe_backward_s, op, rates, live_rows)
