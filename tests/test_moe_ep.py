@@ -216,7 +216,7 @@ def test_decode_streams_only_the_experts_its_tokens_touch():
     assert many_top2 > 1.3 * many_two and many_top2 < many_all
 
 
-def test_a_multi_token_prediction_module_costs_a_layer_and_a_head_spread_over_the_stages():
+def test_a_multi_token_prediction_module_costs_a_layer_and_a_head_on_a_balanced_last_stage():
     row = dict(model="deepseek-v3", system="gb200", gpus=256, tp=1, pp=8, vp=4, ep=32, global_batch=2048,
                precision="mxfp8")
     out = dse.evaluate_training(pd.DataFrame([row, dict(row, mtp_layers=0), dict(row, mtp_layers=1),

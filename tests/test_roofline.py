@@ -281,3 +281,33 @@ def test_zero_size_gemm_time_raises_no_floating_point_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         roofline.gemm_time_s(np.array([0.0]), 4096.0, 4096.0, 1.0, 2.0, PEAK, BW, P)
+
+
+# ---- training's experts: one dense GEMM per local expert (Transformer Engine GroupedLinear) -----
+
+MOE_FIT = dict(floor_s=2e-5, efficiency_max=0.93, memory_efficiency=0.84, routed_bytes_per_element=16.0,
+               expert_overhead_s=6e-8, local_expert_overhead_s=3e-8, routing_s_per_selection=5e-10,
+               routing_step_s=6e-7)   # the shape of dse calibrate's GB200 bf16 MoE-layer fit
+
+
+def _experts_op(tokens, experts, per_expert):
+    m = model(layers=1, hidden=7168, heads=128, vocab=129280, experts=experts, top_k=8, moe_ffn_hidden=2048,
+              gated_mlp=1)
+    ops = layer.moe_ops(m, Shape(seqs=1.0, q_len=tokens, ctx=tokens, tp=1.0, ep=8.0), 2.0, 1.0, 1.0,
+                        per_expert_gemms=per_expert)
+    return next(op for op in ops if op.name == "experts")
+
+
+@PROPERTY
+@given(st.sampled_from([256.0, 1024.0, 4096.0, 16384.0]), st.sampled_from([64, 128, 256]))
+def test_training_prices_each_local_experts_gemms_at_the_dense_gemm_fit(tokens, experts):
+    r = Rates(peak_gemm=PEAK, peak_bf16=PEAK, bandwidth=BW, memory_efficiency=MEM_EFF, gemm=P, gemm_bf16=P,
+              attention_efficiency=0.6, moe=MOE_FIT)
+    fused, per_expert = (roofline.moe_parts(_experts_op(tokens, experts, flag), r) for flag in (False, True))
+    assert per_expert[:2] == fused[:2]                 # routing, permutation and per-expert costs: the form's
+    op = _experts_op(tokens, experts, True)
+    flops = float(np.squeeze(op.flops))                # the routed pairs' GEMM FLOPs on this GPU
+    # the GEMMs at no more than the dense fit's efficiency, whatever the fused kernels reach
+    assert per_expert[2] == 0.0 and per_expert[3] >= flops / (PEAK * P.efficiency_max) * (1 - 1e-9)
+    assert roofline.op_time_s(op, r) >= roofline.op_time_s(_experts_op(tokens, experts, False), r) * (
+        P.efficiency_max / MOE_FIT["efficiency_max"]) * 0.5

@@ -113,7 +113,7 @@ def capacity_load(imbalance, capacity, padded):
     return busiest, np.where(full, capacity, 1.0)
 
 
-def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale=1.0) -> list:
+def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale=1.0, per_expert_gemms=False) -> list:
     """Router GEMM, the routed experts as one MoE layer kernel (permute, grouped GEMMs, activation,
     unpermute on this GPU's E/ep experts, each sharded over TP, paced by the busiest rank: the fitted
     form of dse.perf.forms.moe, `imbalance` its busiest expert's load over the mean) and the shared
@@ -128,6 +128,8 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale
              "topk": m.top_k, "num_experts": m.experts, "tp_size": s.tp, "ep_size": s.ep, "gated": up,
              "weight_bytes": operand, "busiest_expert_ratio": imbalance,
              "spread": imbalance <= 1.0 if spread is None else spread}
+    if per_expert_gemms:   # training frameworks: one GEMM per local expert (dse.perf.roofline.moe_parts)
+        shape["per_expert_gemms"] = True
     pairs = s.tokens * m.top_k  # (token, expert) pairs this GPU computes under balanced routing
     flops = 2.0 * pairs * m.mlp_mats * m.hidden * m.moe_ffn / s.tp
     # for roofline tables: every local expert's weights once, each pair's row permuted and unpermuted

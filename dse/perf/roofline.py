@@ -209,9 +209,23 @@ def _op_sides_s(op, r: Rates):
 
 def moe_parts(op, r: Rates):
     """(fixed, token streams, weight stream, grouped-GEMM compute) seconds of an MoE layer op: the
-    fitted layer form at the pass's format, its peak at the sustained clock."""
-    return MOE.moe_time_parts(**op.moe, peak_flops_per_s=r.peak_gemm * r.clock,
-                              memory_bandwidth_bytes_per_s=r.bandwidth, **{p: r.moe[p] for p in MOE_PARAMS})
+    fitted layer form at the pass's format, its peak at the sustained clock. With `per_expert_gemms`
+    (training: Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local expert over a few
+    streams, nvte_multi_tensor_gemm; its CUTLASS grouped kernel is Hopper-only and opt-in) the
+    experts' GEMMs take the dense GEMM fit, batched over the touched experts, in place of the
+    fused kernels' grouped-GEMM terms; routing, permutation and per-expert costs keep the form."""
+    shape = dict(op.moe)
+    per_expert = shape.pop("per_expert_gemms", False)
+    peak = r.peak_gemm * r.clock
+    fixed, streams, weights, compute = MOE.moe_time_parts(
+        **shape, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=r.bandwidth, **{p: r.moe[p] for p in MOE_PARAMS})
+    if not per_expert:
+        return fixed, streams, weights, compute
+    r_pairs, touched = MOE.routed_and_touched(shape)
+    tokens, h, inter = r_pairs / touched, shape["hidden_size"], shape["inter_size"] / shape["tp_size"]
+    gemms = sum(gemm_time_s(tokens, n, k, touched, shape["weight_bytes"], peak, r.bandwidth, r.gemm)
+                for n, k in ((shape["gated"] * inter, h), (h, inter)))
+    return fixed, streams, 0.0, gemms
 
 
 def moe_backward_s(op, r: Rates):

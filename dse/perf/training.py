@@ -82,7 +82,7 @@ class Layer:
         self.routing = busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"],
                                                        w["moe_pad_to_capacity"])
         if np.any(m.is_moe):
-            ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full)
+            ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full, per_expert_gemms=True)
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))

@@ -89,6 +89,15 @@ def experts_touched(routed, local_experts, spread=True, active_expert_fraction=1
     return np.minimum(np.where(spread, np.minimum(local_experts, routed), random), np.maximum(routed, 1.0))
 
 
+def routed_and_touched(shape: dict):
+    """(routed pairs, touched local experts) of the busiest rank for an MoE layer shape (the
+    keyword arguments of moe_time_parts)."""
+    local = np.maximum(shape["num_experts"] / shape["ep_size"], 1.0)
+    r = routed_pairs(shape["num_tokens"], shape["topk"], shape["num_experts"], shape["ep_size"],
+                     shape.get("busiest_expert_ratio", 1.0))
+    return r, experts_touched(r, local, shape.get("spread", True), shape.get("active_expert_fraction", 1.0))
+
+
 def moe_time_parts(num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, ep_size, gated,
                    weight_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
                    floor_s, efficiency_max, memory_efficiency, routed_bytes_per_element,
