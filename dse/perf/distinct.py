@@ -105,7 +105,7 @@ def _at_rows(value, index: np.ndarray, n: int):
     if isinstance(value, (tuple, list)):
         return type(value)(_at_rows(v, index, n) for v in value)
     if isinstance(value, dict):
-        return {k: _at_rows(v, index, n) for k, v in value.items()}
+        return _AtRowsDict(value, index, n)
     if hasattr(value, "__dict__") and not isinstance(value, type):
         return _AtRows(value, index, n)
     return value
@@ -121,3 +121,22 @@ class _AtRows:
         value, index, n = self.__dict__["_of"]
         self.__dict__[name] = _at_rows(getattr(value, name), index, n)
         return self.__dict__[name]
+
+
+class _AtRowsDict(Mapping):
+    """A dict whose values are taken at `index` (_at_rows) when first read: entries no row reads
+    (the forward times of modules no row recomputes) cost nothing."""
+
+    def __init__(self, value: dict, index: np.ndarray, n: int):
+        self._of, self._index, self._n, self._done = value, index, n, {}
+
+    def __getitem__(self, key):
+        if key not in self._done:
+            self._done[key] = _at_rows(self._of[key], self._index, self._n)
+        return self._done[key]
+
+    def __iter__(self):
+        return iter(self._of)
+
+    def __len__(self):
+        return len(self._of)

@@ -22,14 +22,14 @@ LOGITS_BYTES = catalog.constant("logits_bytes")
 
 
 def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction,
-                               modules=1, saved_operand_bytes=2.0):
+                               chosen=None, saved_operand_bytes=2.0):
     """Stored activation bytes of one layer for one micro-batch on one GPU.
 
     Per token, terms replicated across TP ranks unless sequence parallel (R) and terms sharded
     over TP (S), as in Korthikanti et al. eq. 1-4: for GPT (MHA, 4h GeLU MLP, dropout)
     R = 10h, S = 24h and the attention scores 5as, giving sbh(10 + 24/t + 5as/ht).
-    recompute: 0 none, 1 selective (the `modules` bit mask, dse.perf.recompute: each frees what
-    its forward stored), 2 full (keeps the layer input).
+    recompute: 0 none, 1 selective (`chosen`: the module bits each row re-runs, dse.perf.recompute.
+    selected; each frees what its forward stored; None: core_attn), 2 full (keeps the layer input).
     FlashAttention never stores the scores (only a 4-byte log-sum-exp per head and token).
     Low-precision GEMMs keep their inputs for the weight gradients quantized
     (`saved_operand_bytes` per element; Transformer Engine saves the column-wise FP8/FP4 copy).
@@ -39,7 +39,8 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     """
     h, a = model.hidden, model.heads
     drop = model.dropout.astype(h.dtype)
-    chosen = RE.selected(recompute, modules)
+    if chosen is None:
+        chosen = RE.selected(recompute, RE.CORE_ATTN)
 
     def on(bit):
         return (chosen & bit) != 0

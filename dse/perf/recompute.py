@@ -46,9 +46,9 @@ def selected(recompute, modules):
     return np.where(recompute == 1, modules, 0)
 
 
-def modules_on(w, bit):
-    """Rows whose selective recompute includes the module `bit`."""
-    return (selected(w["recompute"], w["recompute_modules"]) & bit) != 0
+def modules_on(chosen, bit):
+    """Rows whose chosen modules (`selected`) include the module `bit`."""
+    return (chosen & bit) != 0
 
 
 def rerun_stream_ops(m, s, experts, moe_share, hidden_split) -> dict:
@@ -72,11 +72,10 @@ def _rerun(chosen, per_op: dict):
     return total
 
 
-def layer_recompute_s(w, layer, tp_fwd):
+def layer_recompute_s(w, chosen, layer, tp_fwd):
     """Seconds one layer re-runs in the backward for one micro-batch (`layer`: training.Layer,
-    its op_fwd by op name and stream_fwd by module)."""
+    its op_fwd by op name and stream_fwd by module; `chosen`: the rows' `selected` modules)."""
     seconds = np.where(w["recompute"] == 2, layer.fwd, 0.0)
-    chosen = selected(w["recompute"], w["recompute_modules"])
     if not np.any(chosen):
         return seconds
     seconds = seconds + _rerun(chosen, layer.op_fwd)
@@ -89,7 +88,6 @@ def layer_recompute_s(w, layer, tp_fwd):
     return seconds + np.where(mlp, tp_fwd * layer.dense_share / layer.blocks, 0.0) if np.any(mlp) else seconds
 
 
-def layer_recompute_flops(w, layer):
+def layer_recompute_flops(chosen, layer):
     """FLOPs one GPU's layer re-runs per micro-batch under selective recompute (its op_flops)."""
-    chosen = selected(w["recompute"], w["recompute_modules"])
     return _rerun(chosen, layer.op_flops) if np.any(chosen) else 0.0

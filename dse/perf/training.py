@@ -208,12 +208,12 @@ class LayerComm:
         self.cp_fwd, self.cp_bwd = cp_comm(net, place, m, w, cp, tp, layer.tokens, layer)
 
 
-def activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, tokens):
+def activation_bytes(m, w, chosen, tp, pp, cp, vp, b, microbatches, tokens):
     """Activation bytes per GPU: the in-flight micro-batches' stored layer activations (and the
     logits on a single stage)."""
     _, moe = L.layer_shares(m)
     act_layer = M.activation_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"],
-                                             w["flash_attention"], moe, w["recompute_modules"],
+                                             w["flash_attention"], moe, chosen,
                                              L.GEMM_OPERAND_BYTES[w["precision"]])
     activations = act_layer * M.inflight_layers(m.layers, pp, vp, microbatches)
     return activations + np.where(pp == 1, tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0)
@@ -246,10 +246,11 @@ def training_columns(w: dict) -> dict:
     act_msg = layer.tokens * m.hidden * M.ACT_BYTES
 
     full = w["recompute"] == 2
-    recompute_layer = RE.layer_recompute_s(w, layer, tp_fwd)
+    chosen = RE.selected(w["recompute"], w["recompute_modules"])   # selective recompute's module bits
+    recompute_layer = RE.layer_recompute_s(w, chosen, layer, tp_fwd)
     # the slowest stage under Megatron-Core's layout (dse.perf.pipeline.slowest_stage); the output
     # head and the multi-token-prediction modules (a layer and an output head each) sit on the last
-    stage_ep_layer = ep_exposed(w, layer, ep_fwd, full | RE.modules_on(w, RE.MOE))   # moe re-runs the exchange
+    stage_ep_layer = ep_exposed(w, layer, ep_fwd, full | RE.modules_on(chosen, RE.MOE))   # moe re-runs the exchange
     per_layer = (layer.fwd + layer.bwd + recompute_layer + tp_fwd + tp_bwd + cp_fwd + cp_bwd
                  + np.where(full, tp_fwd + cp_fwd, 0.0) + stage_ep_layer)
     tail = layer.head + w["mtp_layers"] * (layer.fwd + layer.bwd + layer.head)
@@ -271,7 +272,7 @@ def training_columns(w: dict) -> dict:
 
     state = distinct(D.ModelState, w, D.STATE_KEYS)
     (dense_params, expert_params), weights, grads, optimizer = state.trained, state.weights, state.grads, state.optimizer
-    activations = activation_bytes(m, w, tp, pp, cp, vp, b, microbatches, layer.tokens)
+    activations = activation_bytes(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer.tokens)
     if np.any(w["pp_schedule"] == P.DUALPIPE):   # two stages' parameters, one more micro-batch in flight
         copies = P.state_copies(w["pp_schedule"])
         weights, grads, optimizer = weights * copies, grads * copies, optimizer * copies
@@ -293,7 +294,7 @@ def training_columns(w: dict) -> dict:
 
     tokens_per_step = w["global_batch"] * m.seq_len
     model_flops, hardware_flops, mfu, hfu = flops_and_utilisation(
-        m, w, hw, step, tokens_per_step, RE.layer_recompute_flops(w, layer) * m.layers * microbatches * w["gpus"] / pp)
+        m, w, hw, step, tokens_per_step, RE.layer_recompute_flops(chosen, layer) * m.layers * microbatches * w["gpus"] / pp)
     oom = (reason == 0) & (mem + K["reserved_bytes"] > hw["memory_capacity_bytes"])
     reason = np.where(oom, RC["out_of_memory"], reason).astype(np.int8)
     return {
