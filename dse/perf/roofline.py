@@ -207,6 +207,11 @@ def _op_sides_s(op, r: Rates):
     return op.flops / (r.peak_bf16 * r.clock * efficiency), memory, None
 
 
+# Transformer Engine's compute streams for grouped GEMMs (common/util/multi_stream.cpp, d0067d0:
+# num_compute_streams = 4): the per-expert GEMMs are issued round-robin over them
+GEMM_STREAMS = 4.0
+
+
 def moe_parts(op, r: Rates):
     """(fixed, token streams, weight stream, grouped-GEMM compute) seconds of an MoE layer op: the
     fitted layer form at the pass's format, its peak at the sustained clock. With `per_expert_gemms`
@@ -223,8 +228,10 @@ def moe_parts(op, r: Rates):
         return fixed, streams, weights, compute
     r_pairs, touched = MOE.routed_and_touched(shape)
     tokens, h, inter = r_pairs / touched, shape["hidden_size"], shape["inter_size"] / shape["tp_size"]
-    gemms = sum(gemm_time_s(tokens, n, k, touched, shape["weight_bytes"], peak, r.bandwidth, r.gemm)
-                for n, k in ((shape["gated"] * inter, h), (h, inter)))
+    # rounds of up to GEMM_STREAMS concurrent GEMMs, each round sharing the GPU's waves
+    together = np.minimum(touched, GEMM_STREAMS)
+    gemms = touched / together * sum(gemm_time_s(tokens, n, k, together, shape["weight_bytes"], peak, r.bandwidth, r.gemm)
+                                     for n, k in ((shape["gated"] * inter, h), (h, inter)))
     return fixed, streams, 0.0, gemms
 
 
