@@ -6,9 +6,11 @@ for each, which family, precision and fitted parameters it comes from and how se
 kernel fits takes these values; a generation without kernel data names in
 `efficiency_projection.csv` (`kernels_like`) the fitted system whose values it carries over.
 
-A format a GPU was not measured in takes the nearest measured one (`FORMAT_FALLBACK`): MXFP8 runs
-on Blackwell's block-scaled tensor cores like FP8 with 1x128 block scales (same 1-byte operands,
-scales applied in the MMA), MXFP4 like NVFP4; a part without FP4 (or FP8) units runs the format
+A format a GPU was not measured in takes the nearest measured one (`FORMAT_FALLBACK`): MXFP8 takes
+the per-tensor FP8 fit, because Transformer Engine runs MXFP8 GEMMs as cuBLASLt block-scaled kernels
+(scales applied in the MMA), the library behind the tables' fp8 GEMMs (TensorRT-LLM torch_flow),
+while their fp8_block GEMMs are DeepGEMM's hand-tuned 1x128 kernels (kernel_source deepgemm);
+MXFP4 like NVFP4; a part without FP4 (or FP8) units runs the format
 at its FP8 (or BF16) peak with that format's efficiency (the peak fallback is in dse.catalog)."""
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ FORMAT_FALLBACK = {
     "bf16": ("bf16",),
     "fp8": ("fp8", "bf16"),
     "fp8-block": ("fp8-block", "fp8", "bf16"),
-    "mxfp8": ("fp8-block", "fp8", "bf16"),
+    "mxfp8": ("fp8", "bf16"),
     "nvfp4": ("nvfp4", "fp8-block", "fp8", "bf16"),
     "mxfp4": ("nvfp4", "fp8-block", "fp8", "bf16"),
 }
