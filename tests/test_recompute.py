@@ -92,3 +92,9 @@ def test_blank_module_list_is_core_attention_as_before():
     layer_fwd = 24 * s * h**2 + 4 * s**2 * h
     expected = L * 4 * s**2 * h / (3 * (L * layer_fwd + 2 * s * h * V))
     assert extra == pytest.approx(expected, rel=0.02)
+
+
+def test_recomputing_the_moe_layer_reruns_its_shared_experts_once():
+    out = _rows(recompute_modules=["moe", "moe,shared_experts"])
+    assert out["recompute_s"].iloc[0] == out["recompute_s"].iloc[1]
+    assert out["activations_bytes"].iloc[0] == out["activations_bytes"].iloc[1]

@@ -63,10 +63,13 @@ def rerun_stream_ops(m, s, experts, moe_share, hidden_split) -> dict:
 
 
 def _rerun(chosen, per_op: dict):
-    """Sum over each row's `chosen` modules (bits) of `per_op` (seconds or FLOPs by op name) of their ops."""
+    """Sum over each row's `chosen` modules (bits) of `per_op` (seconds or FLOPs by op name) of their
+    ops; the shared experts count once where `moe` re-runs them with the rest of the layer."""
     total = 0.0
     for bit, names in RERUN_OPS.items():
-        on = (chosen & bit) != 0
+        on = modules_on(chosen, bit)
+        if bit == SHARED_EXPERTS:
+            on = on & ~modules_on(chosen, MOE)
         if np.any(on):
             total = total + np.where(on, sum(per_op.get(n, 0.0) for n in names), 0.0)
     return total
@@ -80,11 +83,11 @@ def layer_recompute_s(w, chosen, layer, tp_fwd):
         return seconds
     seconds = seconds + _rerun(chosen, layer.op_fwd)
     for bit, t in layer.stream_fwd.items():
-        on = (chosen & bit) != 0
+        on = modules_on(chosen, bit)
         if np.any(on):
             seconds = seconds + np.where(on, t, 0.0)
     # the dense MLP's TP all-gather and reduce-scatter: one of the layer's two sub-blocks
-    mlp = (chosen & MLP) != 0
+    mlp = modules_on(chosen, MLP)
     return seconds + np.where(mlp, tp_fwd * layer.dense_share / layer.blocks, 0.0) if np.any(mlp) else seconds
 
 
