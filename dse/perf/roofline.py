@@ -226,7 +226,7 @@ def moe_parts(op, r: Rates):
         **shape, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=r.bandwidth, **{p: r.moe[p] for p in MOE_PARAMS})
     if not per_expert:
         return fixed, streams, weights, compute
-    r_pairs, touched = MOE.routed_and_touched(shape)
+    r_pairs, touched = MOE.routed_and_touched(**shape)
     tokens, h, inter = r_pairs / touched, shape["hidden_size"], shape["inter_size"] / shape["tp_size"]
     # rounds of up to GEMM_STREAMS concurrent GEMMs, each round sharing the GPU's waves
     together = np.minimum(touched, GEMM_STREAMS)

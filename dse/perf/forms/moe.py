@@ -89,13 +89,12 @@ def experts_touched(routed, local_experts, spread=True, active_expert_fraction=1
     return np.minimum(np.where(spread, np.minimum(local_experts, routed), random), np.maximum(routed, 1.0))
 
 
-def routed_and_touched(shape: dict):
-    """(routed pairs, touched local experts) of the busiest rank for an MoE layer shape (the
-    keyword arguments of moe_time_parts)."""
-    local = np.maximum(shape["num_experts"] / shape["ep_size"], 1.0)
-    r = routed_pairs(shape["num_tokens"], shape["topk"], shape["num_experts"], shape["ep_size"],
-                     shape.get("busiest_expert_ratio", 1.0))
-    return r, experts_touched(r, local, shape.get("spread", True), shape.get("active_expert_fraction", 1.0))
+def routed_and_touched(num_tokens, topk, num_experts, ep_size, busiest_expert_ratio=1.0,
+                       active_expert_fraction=1.0, spread=True, **_):
+    """(routed pairs, touched local experts) of the busiest EP rank (the other keywords of an MoE
+    layer's shape are ignored, so a shape dict can be passed whole)."""
+    r = routed_pairs(num_tokens, topk, num_experts, ep_size, busiest_expert_ratio)
+    return r, experts_touched(r, np.maximum(num_experts / ep_size, 1.0), spread, active_expert_fraction)
 
 
 def moe_time_parts(num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, ep_size, gated,
@@ -111,8 +110,8 @@ def moe_time_parts(num_tokens, hidden_size, inter_size, topk, num_experts, tp_si
     local = np.maximum(num_experts / ep_size, 1.0)
     inter_local = inter_size / tp_size
     mats = gated + 1.0  # up(+gate) and down projections, in units of h x I/tp
-    r = routed_pairs(num_tokens, topk, num_experts, ep_size, busiest_expert_ratio)
-    touched = experts_touched(r, local, spread, active_expert_fraction)
+    r, touched = routed_and_touched(num_tokens, topk, num_experts, ep_size, busiest_expert_ratio,
+                                    active_expert_fraction, spread)
     bw = memory_bandwidth_bytes_per_s * memory_efficiency
     own = num_tokens if local_tokens is None else local_tokens
     activations = (TOKEN_IO_BYTES * own + routed_bytes_per_element * r) * hidden_size / bw
