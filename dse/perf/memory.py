@@ -43,7 +43,7 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
         chosen = RE.selected(recompute, RE.CORE_ATTN)
 
     def on(bit):
-        return (chosen & bit) != 0
+        return RE.modules_on(chosen, bit)
     q = saved_operand_bytes
     # per sub-block: norm input (16-bit), GEMM input (quantized), dropout mask; a standalone norm
     # (the MoE layers' pre-MLP norm, MLA's input norm) recomputed frees its output

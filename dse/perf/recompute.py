@@ -47,7 +47,9 @@ def selected(recompute, modules):
 
 
 def modules_on(chosen, bit):
-    """Rows whose chosen modules (`selected`) include the module `bit`."""
+    """Rows whose chosen modules (`selected`) include the module `bit` (False where no row does)."""
+    if np.ndim(chosen) and not int(np.bitwise_or.reduce(chosen, axis=None)) & bit:
+        return False
     return (chosen & bit) != 0
 
 
@@ -62,35 +64,38 @@ def rerun_stream_ops(m, s, experts, moe_share, hidden_split) -> dict:
             MOE_ACT: Op("moe_act_rerun", "elementwise", "stream", bytes=act)}
 
 
-def _rerun(chosen, per_op: dict):
-    """Sum over each row's `chosen` modules (bits) of `per_op` (seconds or FLOPs by op name) of their
-    ops; the shared experts count once where `moe` re-runs them with the rest of the layer."""
+def by_module(per_op: dict, streams: dict | None = None) -> dict:
+    """Seconds or FLOPs each module re-runs (bit -> value) from a layer's values by op name, plus the
+    element-wise kernels of `streams` (bit -> value): summed once per distinct layer, not per row."""
+    out = {bit: sum(per_op.get(n, 0.0) for n in names) for bit, names in RERUN_OPS.items()}
+    return {**out, **(streams or {})}
+
+
+def _rerun(chosen, per_module: dict):
+    """Sum of `per_module` (bit -> seconds or FLOPs) over each row's `chosen` modules; the shared
+    experts count once where `moe` re-runs them with the rest of the layer."""
     total = 0.0
-    for bit, names in RERUN_OPS.items():
+    for bit, value in per_module.items():
         on = modules_on(chosen, bit)
         if bit == SHARED_EXPERTS:
             on = on & ~modules_on(chosen, MOE)
         if np.any(on):
-            total = total + np.where(on, sum(per_op.get(n, 0.0) for n in names), 0.0)
+            total = total + np.where(on, value, 0.0)
     return total
 
 
 def layer_recompute_s(w, chosen, layer, tp_fwd):
-    """Seconds one layer re-runs in the backward for one micro-batch (`layer`: training.Layer,
-    its op_fwd by op name and stream_fwd by module; `chosen`: the rows' `selected` modules)."""
+    """Seconds one layer re-runs in the backward for one micro-batch (`layer`: training.Layer, its
+    rerun_s by module; `chosen`: the rows' `selected` modules)."""
     seconds = np.where(w["recompute"] == 2, layer.fwd, 0.0)
     if not np.any(chosen):
         return seconds
-    seconds = seconds + _rerun(chosen, layer.op_fwd)
-    for bit, t in layer.stream_fwd.items():
-        on = modules_on(chosen, bit)
-        if np.any(on):
-            seconds = seconds + np.where(on, t, 0.0)
+    seconds = seconds + _rerun(chosen, layer.rerun_s)
     # the dense MLP's TP all-gather and reduce-scatter: one of the layer's two sub-blocks
     mlp = modules_on(chosen, MLP)
     return seconds + np.where(mlp, tp_fwd * layer.dense_share / layer.blocks, 0.0) if np.any(mlp) else seconds
 
 
 def layer_recompute_flops(chosen, layer):
-    """FLOPs one GPU's layer re-runs per micro-batch under selective recompute (its op_flops)."""
-    return _rerun(chosen, layer.op_flops) if np.any(chosen) else 0.0
+    """FLOPs one GPU's layer re-runs per micro-batch under selective recompute (its rerun_flops)."""
+    return _rerun(chosen, layer.rerun_flops) if np.any(chosen) else 0.0

@@ -93,15 +93,15 @@ class Layer:
         wgrad_share = A.weight_grad_share(w)
         self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = 0.0
         self.moe_fwd = self.moe_bwd = 0.0
-        self.op_fwd, self.op_flops = {}, {}   # forward seconds and FLOPs by op name: what selective recompute re-runs
+        op_fwd, op_flops = {}, {}   # forward seconds and FLOPs by op name: what selective recompute re-runs
         live_rows = {}
         for op in ops:
             if not np.any(op.weight):
                 continue
             t = L.weighted(R.op_time_s, op, rates, live_rows)
             if op.name in RE.RERUN_NAMES:
-                self.op_fwd[op.name] = self.op_fwd.get(op.name, 0.0) + t
-                self.op_flops[op.name] = self.op_flops.get(op.name, 0.0) + R.op_flops_bytes(op)[0] * op.weight
+                op_fwd[op.name] = op_fwd.get(op.name, 0.0) + t
+                op_flops[op.name] = op_flops.get(op.name, 0.0) + R.op_flops_bytes(op)[0] * op.weight
             if op.timing == "moe":  # its backward: the grouped GEMMs twice, the token streams once
                 self.moe_fwd = self.moe_fwd + t
                 dgrad, wgrad = L.weighted(R.moe_backward_s, op, rates, live_rows)
@@ -123,8 +123,8 @@ class Layer:
         self.head = (2 + wgrad_share) * self.logits + 2 * R.op_time_s(loss, rates)
         self.tokens, self.blocks = s.tokens, m.blocks_per_layer   # sub-blocks per layer (2 in a transformer)
         self.dense_share = dense
-        self.stream_fwd = {bit: R.op_time_s(op, rates) for bit, op in
-                           RE.rerun_stream_ops(m, s, experts, moe, hidden_split).items()}
+        streams = {bit: R.op_time_s(op, rates) for bit, op in RE.rerun_stream_ops(m, s, experts, moe, hidden_split).items()}
+        self.rerun_s, self.rerun_flops = RE.by_module(op_fwd, streams), RE.by_module(op_flops)
 
 
 def tp_comm(net, place, w, tp, layer, act_msg):
