@@ -15,6 +15,7 @@ the hardware model share the codes, so nothing needs to parse reason text.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -133,7 +134,6 @@ def module_bit(name: str) -> int:
 
 def module_mask(value) -> int:
     """Bit mask of one recompute_modules value: names separated by commas, spaces, '+' or ';'."""
-    import re
     words = [w for w in re.split(r"[\s,;+\[\]'\"]+", str(value).strip().lower()) if w]
     if not words or words == ["nan"]:
         words = ["core_attn"]

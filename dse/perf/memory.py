@@ -39,10 +39,9 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     """
     h, a = model.hidden, model.heads
     drop = model.dropout.astype(h.dtype)
-    if chosen is None:
-        chosen = RE.selected(recompute, RE.CORE_ATTN)
+    chosen = RE.selected(recompute, RE.CORE_ATTN) if chosen is None else chosen
 
-    def on(bit):
+    def on(bit):   # rows whose selective recompute frees what module `bit` stored
         return RE.modules_on(chosen, bit)
     q = saved_operand_bytes
     # per sub-block: norm input (16-bit), GEMM input (quantized), dropout mask; a standalone norm
