@@ -102,7 +102,9 @@ def training_inputs(work: dict, n: int) -> dict:
     degrees = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch,
                    global_batch=global_batch, etp=np.where(np.isnan(etp), tp, etp))
     out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in degrees.items()})
-    out.update(precision=schema.enum_codes(work, "precision"), recompute=_setting(work, "recompute", "code"),
+    precision = schema.enum_codes(work, "precision")
+    out.update(precision=precision, expert_precision=schema.expert_precision_codes(work, precision),
+               recompute=_setting(work, "recompute", "code"),
                recompute_modules=schema.module_masks(work),
                sp=_sequence_parallel(work, tp), topology_code=schema.enum_codes(work, "topology"),
                zero=_setting(work, "zero", "float"), moe_imbalance=_setting(work, "moe_imbalance", "float"),
@@ -128,8 +130,9 @@ def inference_inputs(work: dict, n: int) -> dict:
     out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
     scenario = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, batch=f("batch"), isl=f("isl"), osl=f("osl"))
     out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in scenario.items()})
-    out.update(precision=schema.enum_codes(work, "precision"), kv_precision=schema.enum_codes(work, "kv_precision"),
-               topology_code=schema.enum_codes(work, "topology"),
+    precision = schema.enum_codes(work, "precision")
+    out.update(precision=precision, expert_precision=schema.expert_precision_codes(work, precision),
+               kv_precision=schema.enum_codes(work, "kv_precision"), topology_code=schema.enum_codes(work, "topology"),
                flash_attention=_setting(work, "flash_attention", "bool"),
                gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"),
                **{k: _setting(work, k, "float") for k in ("launch_overhead_s", "layer_overhead_s",
@@ -154,7 +157,9 @@ def serving_inputs(work: dict, n: int) -> dict:
                     prefill_gpus=f("prefill_gpus"), decode_gpus=f("decode_gpus"), prefill_tp=f("prefill_tp"),
                     prefill_ep=f("prefill_ep"))
     out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in scenario.items()})
-    out.update(precision=schema.enum_codes(work, "precision"), kv_precision=schema.enum_codes(work, "kv_precision"),
+    precision = schema.enum_codes(work, "precision")
+    out.update(precision=precision, expert_precision=schema.expert_precision_codes(work, precision),
+               kv_precision=schema.enum_codes(work, "kv_precision"),
                topology_code=schema.enum_codes(work, "topology"), disaggregated=as_bool(work, "disaggregated", False),
                moe_dispatcher=_setting(work, "moe_dispatcher", "code"),
                moe_a2a_overlap=_setting(work, "moe_a2a_overlap", "bool"),

@@ -95,6 +95,7 @@ from dse.catalog.precision import NAMES as PRECISIONS, SPELLINGS as _PRECISION_A
 ENUMS = {
     "precision": PRECISIONS,
     "kv_precision": PRECISIONS,
+    "expert_precision": PRECISIONS,
     "recompute": ("none", "selective", "full"),
     "topology": ("fat-tree", "torus2d", "torus3d"),
     "moe_dispatcher": ("alltoall", "allgather", "flex"),
@@ -105,6 +106,7 @@ ENUMS = {
 ENUM_ALIASES = {
     "precision": _PRECISION_ALIASES,
     "kv_precision": _PRECISION_ALIASES,
+    "expert_precision": _PRECISION_ALIASES,
     "recompute": {"none": 0, "no": 0, "off": 0, "selective": 1, "full": 2},
     "topology": {"fat-tree": 0, "fattree": 0, "switched": 0, "torus2d": 1, "2d-torus": 1,
                  "torus3d": 2, "3d-torus": 2},
@@ -185,6 +187,22 @@ def enum_codes(cols: dict, name: str, default: str | None = None) -> np.ndarray:
     if (codes < 0).any():  # a default that is a preset ("framework") is filled before this is reached
         table.append(enum_code(name, default))
     return np.asarray(table, dtype=np.int8)[np.where(codes < 0, len(table) - 1, codes)]
+
+
+def expert_precision_codes(cols: dict, precision: np.ndarray) -> np.ndarray:
+    """Codes of `expert_precision`: the row's `precision` where the column is absent or blank."""
+    from dse.columns import categories
+    if "expert_precision" not in cols:
+        return precision
+    v = cols["expert_precision"]
+    if not hasattr(v, "categories") and np.asarray(v).dtype.kind in "iu":
+        return np.asarray(v, dtype=np.int8)
+    codes, uniques = categories(v)
+    blank = ("", "precision", "nan", "none")   # spellings of "as precision"
+    table = np.asarray([-1 if str(u).strip().lower() in blank else enum_code("expert_precision", u)
+                        for u in uniques] + [-1], dtype=np.int8)
+    own = table[codes]
+    return np.where(own < 0, precision, own).astype(np.int8)
 
 
 # ---- domains ---------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def _disaggregated(system, gpus, moe, domain):
 
 
 def space(model, systems, gpus, isl, osl, framework=None, precision=None, kv_precision=None,
-          disaggregated=True) -> pd.DataFrame:
+          disaggregated=True, expert_precision=None) -> pd.DataFrame:
     """Every design point of the search, one row each (the model, scenario and settings repeated)."""
     table = catalog.systems()
     name = catalog.resolve("model", model, "model") if isinstance(model, str) else model
@@ -74,7 +74,8 @@ def space(model, systems, gpus, isl, osl, framework=None, precision=None, kv_pre
     frame = pd.DataFrame(rows)
     frame.insert(0, "model", model)
     frame["isl"], frame["osl"] = isl, osl
-    for key, value in (("framework", framework), ("precision", precision), ("kv_precision", kv_precision)):
+    for key, value in (("framework", framework), ("precision", precision), ("kv_precision", kv_precision),
+                       ("expert_precision", expert_precision)):
         if value is not None:
             frame[key] = value
     return frame

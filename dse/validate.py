@@ -73,7 +73,8 @@ def _model_columns(r) -> dict:
 
 
 # MoE settings the Megatron-Bridge rows take from the performance recipe that produced them
-STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule", "recompute_modules")
+STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule", "recompute_modules",
+                   "expert_precision")
 
 
 def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
@@ -272,7 +273,8 @@ def serving_results() -> pd.DataFrame:
     import dse
     t = _read_csv("serving.csv")
     frame = pd.DataFrame({"model": t["dse_model"], "system": t["dse_system"], "framework": t["dse_framework"],
-                          "precision": t["dse_precision"], "kv_precision": t["dse_kv_precision"],
+                          "precision": t["dse_precision"], "expert_precision": t["dse_expert_precision"],
+                          "kv_precision": t["dse_kv_precision"],
                           "disaggregated": t["disaggregated"] == "yes", "moe_dispatcher": t["dse_moe_dispatcher"],
                           "moe_a2a_overlap": t["dse_moe_a2a_overlap"] == "yes",
                           **{k: t[k].map(_num) for k in SERVING_NUMBERS}})

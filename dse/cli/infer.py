@@ -15,7 +15,7 @@ from dse.cli.output import JSON_HELP, emit_json, plain
 from dse.cli.train import add_schema_options, refuse_impossible, request_row
 
 INPUTS = ("model", "system", "framework", "gpus", "tp", "pp", "ep", "batch", "isl", "osl", "precision",
-          "kv_precision")
+          "expert_precision", "kv_precision")
 REQUIRED = ("model", "system", "gpus")
 PREFILL_COLUMNS = ("prefill_compute_s", "prefill_memory_s", "prefill_comm_s", "prefill_overhead_s")
 DECODE_COLUMNS = ("decode_compute_s", "decode_memory_s", "decode_comm_s", "decode_overhead_s")

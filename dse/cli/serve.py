@@ -75,7 +75,8 @@ def run(args) -> int:
     if not systems or not gpus:
         raise ConfigError("--system, --gpus: give at least one of each")
     frame = serve.space(args.model, systems, gpus, args.isl, args.osl, args.framework, args.precision,
-                        args.kv_precision, disaggregated=not args.aggregated_only)
+                        args.kv_precision, disaggregated=not args.aggregated_only,
+                        expert_precision=args.expert_precision)
     results = dse.evaluate_serving(frame)
     chosen = serve.best(results, ttft, tpot).groupby(["system", "gpus"], observed=True).head(1)
     print(f"{args.model}, isl {args.isl}, osl {args.osl}: {len(results):,} configurations evaluated; "
@@ -117,6 +118,8 @@ def register(sub) -> None:
     p.add_argument("--tpot-ms", type=float, help="target mean time per output token, ms")
     p.add_argument("--framework", help="serving framework preset (dse list frameworks): vllm, sglang, tensorrt-llm")
     p.add_argument("--precision", help="GEMM number format (dse list precisions), e.g. fp8")
+    p.add_argument("--expert-precision", help="the routed experts' number format where it differs from --precision, "
+                                              "e.g. nvfp4 (an NVFP4 expert checkpoint beside FP8 attention)")
     p.add_argument("--kv-precision", help="KV-cache number format, e.g. fp8")
     p.add_argument("--aggregated-only", action="store_true", help="skip disaggregated prefill/decode splits")
     p.add_argument("--out", help="directory for front.parquet, front.png and points.parquet")

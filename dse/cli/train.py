@@ -14,7 +14,8 @@ from dse.errors import ConfigError
 # Options: schema columns (their doc, default and domain make the help text). Absent options take
 # the schema default or, for software settings, the framework preset's value.
 INPUTS = ("model", "system", "framework", "gpus", "tp", "pp", "cp", "ep", "vp", "global_batch", "micro_batch",
-          "seq_len", "recompute", "recompute_modules", "zero", "precision", "adapter", "adapter_rank", "train_tokens")
+          "seq_len", "recompute", "recompute_modules", "zero", "precision", "expert_precision", "adapter", "adapter_rank",
+          "train_tokens")
 FLAGS = ("sp", "flash_attention", "dp_overlap", "tp_overlap", "dp_hierarchical")
 REQUIRED = ("model", "system", "gpus")
 TIME_COLUMNS = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "host_wait_s", "pp_comm_s", "dp_comm_s",
@@ -93,7 +94,7 @@ def option_help(name: str, required: bool = False) -> str:
     """The schema's one-line doc, with the default (or 'required') and the allowed values."""
     from dse import schema
     c = schema.columns()[name]
-    default = {"": "none", "framework": "the framework preset"}.get(c.default, c.default)
+    default = {"": "none", "framework": "the framework preset", "precision": "as --precision"}.get(c.default, c.default)
     if c.default.startswith("catalog:"):
         default = "from the catalog"
     allowed = (f"; one of {', '.join(schema.ENUMS[name])}" if name in schema.ENUMS

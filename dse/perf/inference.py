@@ -74,8 +74,9 @@ class Pass:
     def __init__(self, w: dict, m: Model, tp, ep):
         self.m, self.tp, self.ep = m, tp, ep
         self.hw = w  # a Block: hardware columns are read (and expanded) where a formula uses them
-        self.precision = w["precision"]
+        self.precision, self.expert_precision = w["precision"], w["expert_precision"]
         self.operand = L.GEMM_OPERAND_BYTES[w["precision"]]
+        self.expert_operand = L.GEMM_OPERAND_BYTES[w["expert_precision"]]   # the routed experts' weights
         self.kv_bytes = L.GEMM_OPERAND_BYTES[w["kv_precision"]]
         self.kv_cache_token = M.kv_cache_bytes_per_token(m, tp, self.kv_bytes)
         self.flash = w["flash_attention"]
@@ -88,7 +89,7 @@ class Pass:
 
     def rates(self, decode: bool) -> R.Rates:
         return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None,
-                          self.peak_gemm)
+                          self.peak_gemm, self.expert_precision)
 
     def ops(self, s: L.Shape, decode: bool) -> list:
         """The kernels of one layer for this pass, from the op inventory."""
@@ -115,7 +116,8 @@ class Pass:
         ops = X.recurrent_ops(m, s, self.operand, decode)
         ops += L.mlp_ops(m, s, self.operand, self.dense)
         if np.any(m.is_moe):
-            ops += L.moe_ops(m, s, self.operand, self.moe, self.imbalance, spread=False)   # requests route at random
+            ops += L.moe_ops(m, s, self.operand, self.moe, self.imbalance, spread=False,   # requests route at random
+                             expert_operand=self.expert_operand)
         ops.append(L.elementwise_op(m, s, self.dense, self.moe, 1.0, rope=1.0))
         return ops
 
@@ -175,7 +177,7 @@ def micro_batch_seqs(seqs, pp):
 
 # The columns a pass depends on row by row (besides the model, the hardware and, for the prefill,
 # the prompt length): dse.perf.distinct evaluates Prefill and DecodeRest once per distinct row.
-PASS_KEYS = ("tp", "pp", "dp", "ep", "batch", "precision", "kv_precision", "flash_attention", "gqa_kv_sharing",
+PASS_KEYS = ("tp", "pp", "dp", "ep", "batch", "precision", "expert_precision", "kv_precision", "flash_attention", "gqa_kv_sharing",
              "layer_overhead_s", "launch_overhead_s", "collective_overhead_s", "topology_code")
 
 
@@ -229,7 +231,7 @@ def memory_parts(p: Pass, m, tp, pp, ep, seqs, mb_seqs, isl, osl, layers_per_sta
     Gated DeltaNet layers: dse.perf.memory.cache_bytes_per_sequence) and the prefill working set
     (peak live tensors of one layer: buffers are reused layer to layer)."""
     dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep)
-    weights = (dense_params + expert_params) * p.operand
+    weights = dense_params * p.operand + expert_params * p.expert_operand
     kv_cache = seqs * layers_per_stage * M.cache_bytes_per_sequence(m, tp, p.kv_bytes, isl + osl)
     tokens = mb_seqs * isl
     q_local = m.q_dim * (1.0 + m.output_gate) / tp

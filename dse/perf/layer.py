@@ -113,7 +113,8 @@ def capacity_load(imbalance, capacity, padded):
     return busiest, np.where(full, capacity, 1.0)
 
 
-def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale=1.0, per_expert_gemms=False) -> list:
+def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale=1.0, per_expert_gemms=False,
+            expert_operand=None) -> list:
     """Router GEMM, the routed experts as one MoE layer kernel (permute, grouped GEMMs, activation,
     unpermute on this GPU's E/ep experts, each sharded over TP, paced by the busiest rank: the fitted
     form of dse.perf.forms.moe, `imbalance` its busiest expert's load over the mean) and the shared
@@ -121,12 +122,15 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale
     routes, reads and writes only its own tokens. `spread`: tokens spread evenly over the experts
     (the default where imbalance is 1: balanced training routers) or routed at random (serving: R
     routed pairs touch E_l (1 - (1 - 1/E_l)^R) of the E_l local experts). `token_scale`: the routed
-    pairs each expert computes over the mean where experts run full to a capacity (capacity_load)."""
+    pairs each expert computes over the mean where experts run full to a capacity (capacity_load).
+    `expert_operand`: bytes per element of the routed experts' weights where their format differs
+    (expert_precision; the router and shared experts keep `operand`)."""
+    expert_operand = operand if expert_operand is None else expert_operand
     up = m.mlp_mats - 1
     shared = m.shared_experts * m.moe_ffn / s.tp
     shape = {"num_tokens": s.tokens * s.ep * token_scale, "local_tokens": s.tokens, "hidden_size": m.hidden, "inter_size": m.moe_ffn,
              "topk": m.top_k, "num_experts": m.experts, "tp_size": s.tp, "ep_size": s.ep, "gated": up,
-             "weight_bytes": operand, "busiest_expert_ratio": imbalance,
+             "weight_bytes": expert_operand, "busiest_expert_ratio": imbalance,
              "spread": imbalance <= 1.0 if spread is None else spread}
     if per_expert_gemms:   # training frameworks: one GEMM per local expert (dse.perf.roofline.moe_parts)
         shape["per_expert_gemms"] = True
@@ -134,11 +138,11 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale
     flops = 2.0 * pairs * m.mlp_mats * m.hidden * m.moe_ffn / s.tp
     # for roofline tables: every local expert's weights once, each pair's row permuted and unpermuted
     # (read + write 16 bit each way), each own token read and written
-    nbytes = (m.experts / s.ep * m.mlp_mats * m.hidden * m.moe_ffn / s.tp * operand
+    nbytes = (m.experts / s.ep * m.mlp_mats * m.hidden * m.moe_ffn / s.tp * expert_operand
               + (8.0 * pairs + 4.0 * s.tokens) * m.hidden)
     return [
         Op("router", "gemm", "gemm", s.tokens, m.experts, m.hidden, weight=moe_share),
-        Op("experts", "gemm", "moe", low_precision=True, flops=flops, bytes=nbytes, operand_bytes=operand,
+        Op("experts", "gemm", "moe", low_precision=True, flops=flops, bytes=nbytes, operand_bytes=expert_operand,
            weight=moe_share, moe=shape),
         Op("shared_expert_up_gate", "gemm", "gemm", s.tokens, up * shared, m.hidden, operand_bytes=operand,
            low_precision=True, weight=moe_share),
@@ -205,10 +209,13 @@ def decode_attention_op(m, s: Shape, kv_cache_token, kv_reads) -> Op:
               flops=flops, bytes=nbytes, weight=gqa_share(m), head_dims=m.head_dim + m.v_head_dim)
 
 
-def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout=0.0, rope=0.0, quantize_bytes=0.0) -> Op:
+def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout=0.0, rope=0.0, quantize_bytes=0.0,
+                   expert_quantize_bytes=None) -> Op:
     """Norms, residual adds, activation (and dropout, RoPE, and the quantization of low-precision
     GEMM inputs where the phase has them: `quantize_bytes` of HBM traffic per element of each 16-bit
-    GEMM input, dse.catalog.precision); `hidden_split` divides the hidden-size terms (sequence parallelism)."""
+    GEMM input, dse.catalog.precision, `expert_quantize_bytes` for the routed experts' inputs where
+    their format differs); `hidden_split` divides the hidden-size terms (sequence parallelism)."""
+    expert_quantize_bytes = quantize_bytes if expert_quantize_bytes is None else expert_quantize_bytes
     ffn_local = (dense_share * m.ffn + moe_share * m.moe_ffn * (m.top_k + m.shared_experts)) / s.tp
     activation = 2 * m.mlp_mats * ffn_local          # GeLU: read f, write f; gated: read 2f, write f
     blocks = m.blocks_per_layer / 2.0                 # the constants are per transformer layer (2 blocks)
@@ -217,8 +224,10 @@ def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout
     # 16-bit inputs of the low-precision GEMMs: each block's normed input, the attention output, and
     # the MLP's hidden layer; in an MoE layer every routed copy of a token (the grouped GEMM
     # quantizes its permuted rows) and each expert's hidden layer
-    mlp_inputs = dense_share * m.ffn + moe_share * (m.top_k * m.hidden + (m.top_k + m.shared_experts) * m.moe_ffn)
-    casts = quantize_bytes * (2 * blocks * m.hidden / hidden_split + (m.attention_fraction * m.q_dim + mlp_inputs) / s.tp)
+    mlp_inputs = dense_share * m.ffn + moe_share * m.shared_experts * m.moe_ffn
+    routed_inputs = moe_share * m.top_k * (m.hidden + m.moe_ffn)
+    casts = (quantize_bytes * (2 * blocks * m.hidden / hidden_split + (m.attention_fraction * m.q_dim + mlp_inputs) / s.tp)
+             + expert_quantize_bytes * routed_inputs / s.tp)
     per_token = activation + hidden_bytes * m.hidden / hidden_split + casts
     return Op("elementwise", "elementwise", "stream", s.tokens, m.hidden, 1.0, bytes=s.tokens * per_token)
 

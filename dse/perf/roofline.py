@@ -175,14 +175,19 @@ class Rates:
     clock: object = 1.0      # sustained_clock_fraction: tensor work runs at this share of the fitted speed
     moe: dict | None = None  # fitted MoE-layer parameters in the pass's format (dse.perf.forms.moe)
     attention_softmax_dim: object = 0.0  # fitted softmax cost in head dims (dse.perf.forms.attention)
+    experts: "Rates | None" = None  # the routed experts' rates where their format differs (expert_precision)
 
     @classmethod
-    def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None) -> "Rates":
+    def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None) -> "Rates":
         peak_gemm = gemm_peak_flops_per_s(precision, hw) if peak_gemm is None else peak_gemm
+        experts = None
+        if expert_precision is not None and not np.array_equal(expert_precision, precision):
+            experts = cls.of(hw, expert_precision, memory_efficiency)
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
                    GemmParams.of(hw, precision), GemmParams.of(hw, CODE["bf16"]), hw["attention_efficiency"],
-                   hw["sustained_clock_fraction"], per_format(hw, precision, "moe"), hw["attention_softmax_dim"])
+                   hw["sustained_clock_fraction"], per_format(hw, precision, "moe"), hw["attention_softmax_dim"],
+                   experts)
 
 
 def op_compute_memory_s(op, r: Rates):
@@ -219,6 +224,8 @@ def moe_parts(op, r: Rates):
     streams, nvte_multi_tensor_gemm; its CUTLASS grouped kernel is Hopper-only and opt-in) the
     experts' GEMMs take the dense GEMM fit, batched over the touched experts, in place of the
     fused kernels' grouped-GEMM terms; routing, permutation and per-expert costs keep the form."""
+    if r.experts is not None:   # routed experts in their own number format (expert_precision)
+        r = r.experts
     shape = dict(op.moe)
     per_expert = shape.pop("per_expert_gemms", False)
     peak = r.peak_gemm * r.clock

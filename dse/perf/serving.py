@@ -102,14 +102,14 @@ def stage_s(p: Pass, net: Network, place: Placement, decode_seqs, verify, prefil
 
 def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_per_stage, kernels, decode_only=False):
     """Exposed dispatch + combine of a pass's MoE layers by the engine's dispatcher (DeepEP-style
-    `flex` sends low-precision tokens in the GEMM format and combines in BF16), under the pass's
+    `flex` sends low-precision tokens in the experts' GEMM format and combines in BF16), under the pass's
     other computation where the engine overlaps them (`moe_a2a_overlap`: SGLang's two-batch overlap).
     A pass of decode tokens alone runs DeepEP's low-latency kernels (SGLang's deepep_mode auto,
     vLLM's decode pools): each routed copy goes straight to its expert's GPU over RDMA, with no
     per-domain deduplication and forwarding, so its volume is the all-to-all's."""
     m, ep, w = p.m, p.ep, p.hw
     flex = w["moe_dispatcher"] == 2
-    element = np.where(flex, (p.operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
+    element = np.where(flex, (p.expert_operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
     dispatcher = np.where(flex & decode_only, 0, w["moe_dispatcher"])
     token_bytes = tokens * m.hidden * element / p.tp * L.busiest_rank_load(m, p.imbalance, ep)
     exchange = net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k, dispatcher,
@@ -126,7 +126,7 @@ def kv_capacity(p: Pass, w, m, tp, pp, ep, ctx, chunk_tokens, layers_per_stage):
     ctx_blocks = np.ceil(ctx / block) * block
     per_request = layers_per_stage * M.cache_bytes_per_sequence(m, tp, p.kv_bytes, ctx_blocks)
     dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep)
-    weights = (dense_params + expert_params) * p.operand
+    weights = dense_params * p.operand + expert_params * p.expert_operand
     q_local = m.q_dim * (1.0 + m.output_gate) / tp
     ffn_local = np.maximum(m.ffn, m.moe_ffn * (m.top_k + m.shared_experts)) / tp
     working = chunk_tokens * (2 * m.hidden + np.maximum(q_local + L.kv_pair_local(m, tp), m.mlp_mats * ffn_local)) * M.ACT_BYTES

@@ -72,8 +72,8 @@ class Layer:
         s = L.Shape(seqs=b, q_len=m.seq_len / cp, ctx=m.seq_len, tp=tp, ep=ep)
         # the experts see the TP group's tokens split over tp/etp ranks, each expert over etp
         experts = L.Shape(seqs=b * etp / tp, q_len=m.seq_len / cp, ctx=m.seq_len, tp=etp, ep=ep)
-        flash, precision = w["flash_attention"], w["precision"]
-        operand = L.GEMM_OPERAND_BYTES[precision]
+        flash, precision, expert_precision = w["flash_attention"], w["precision"], w["expert_precision"]
+        operand, expert_operand = L.GEMM_OPERAND_BYTES[precision], L.GEMM_OPERAND_BYTES[expert_precision]
         dense, moe = L.layer_shares(m)
         hidden_split = np.where(w["sp"], tp, 1.0)
         backward = np.where(flash, np.float32(K["flash_backward_factor"]), np.float32(K["unfused_backward_factor"]))
@@ -82,13 +82,15 @@ class Layer:
         self.routing = busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"],
                                                        w["moe_pad_to_capacity"])
         if np.any(m.is_moe):
-            ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full, per_expert_gemms=True)
+            ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full, per_expert_gemms=True,
+                             expert_operand=expert_operand)
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
         ops += X.recurrent_ops(m, s, operand, decode=False)
         ops.append(L.elementwise_op(m, s, dense, moe, hidden_split, dropout=m.dropout.astype(np.float32),
-                                    quantize_bytes=TRAINING_QUANTIZE_BYTES[precision]))
+                                    quantize_bytes=TRAINING_QUANTIZE_BYTES[precision],
+                                    expert_quantize_bytes=TRAINING_QUANTIZE_BYTES[expert_precision]))
         # the linear layers' backward: data gradients, and weight gradients unless frozen (LoRA)
         wgrad_share = A.weight_grad_share(w)
         self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = 0.0
@@ -187,7 +189,7 @@ def host_time(m, w, ep):
 
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
-LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "moe_imbalance",
+LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "expert_precision", "moe_imbalance",
               "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "document_tokens",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical")
 
@@ -199,7 +201,8 @@ class LayerComm:
     def __init__(self, w):
         m = Model(w)
         tp, ep, cp, b, etp = (np.maximum(w[k], 1) for k in ("tp", "ep", "cp", "micro_batch", "etp"))
-        self.layer = layer = Layer(m, w, R.Rates.of(w, w["precision"]), tp, ep, cp, b, etp)
+        rates = R.Rates.of(w, w["precision"], expert_precision=w["expert_precision"])
+        self.layer = layer = Layer(m, w, rates, tp, ep, cp, b, etp)
         net = Network(w)
         place = Placement(w["scaleup_domain"], tp, cp, ep, None, None, w["dp_hierarchical"], etp)  # no PP or DP group
         act_msg = layer.tokens * m.hidden * M.ACT_BYTES
