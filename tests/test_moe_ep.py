@@ -239,3 +239,25 @@ def test_serving_skew_paces_the_busiest_expert_parallel_rank():
     one_gpu = dict(model="qwen3-30b-a3b", system="h100-sxm", framework="vllm", batch=8, isl=2048, osl=64, tp=1, gpus=1)
     first = lambda **kw: float(dse.evaluate_inference(pd.DataFrame([dict(one_gpu, **kw)]))["ttft_s"].iloc[0])  # noqa: E731
     assert first(moe_imbalance=4.0) == pytest.approx(first(moe_imbalance=1.0), rel=1e-9)
+
+
+# ---- the 1F1B all-to-all overlap: each exchange beside one compute chunk of the other micro-batch ----
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.floats(0.0, 5e-3), st.floats(1e-4, 5e-3), st.floats(1e-4, 5e-3), st.floats(1e-4, 5e-3),
+       st.floats(1e-4, 5e-3))
+def test_overlapped_exchanges_hide_only_behind_their_partner_chunks(ep_fwd, attn_fwd, moe_fwd, attn_bwd, moe_bwd):
+    from types import SimpleNamespace
+    from dse.catalog import constants
+    from dse.perf.collectives import overlapped_s
+    from dse.perf.training import ep_exposed
+    layer = SimpleNamespace(fwd=attn_fwd + moe_fwd, bwd=attn_bwd + moe_bwd, moe_fwd=moe_fwd, moe_bwd=moe_bwd)
+    off, on = ({"moe_a2a_overlap": np.array([flag])} for flag in (False, True))
+    exposed = float(ep_exposed(on, layer, np.array([ep_fwd]), np.array([False]))[0])
+    plain = float(ep_exposed(off, layer, np.array([ep_fwd]), np.array([False]))[0])
+    sm = float(constants()["comm_sm_fraction"])
+    pooled = float(overlapped_s(2 * ep_fwd, layer.fwd + layer.bwd, sm))   # the whole layer as one window
+    assert plain == pytest.approx(2 * ep_fwd)
+    assert exposed <= plain + 1e-12                 # overlapping never costs more than the exchanges
+    assert exposed >= pooled - 1e-12                # and never hides more than one shared window would
+    if ep_fwd / 2 <= min(attn_fwd, moe_fwd, attn_bwd, moe_bwd):   # every exchange fits its partner
+        assert exposed == pytest.approx(2 * ep_fwd * sm / (1 - sm))  # only the SMs it holds show

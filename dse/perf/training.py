@@ -164,13 +164,25 @@ def ep_comm(net, place, m, w, ep, tokens, hidden_split, routing):
 
 def ep_exposed(w, layer, ep_fwd, full):
     """Exposed expert-parallel communication of one layer per micro-batch (forward, backward and a
-    full recompute's forward). With the all-to-all overlapped (Megatron-Core 1F1B all-to-all
-    overlap, DualPipe) one micro-batch's exchange runs under another's forward and backward
-    compute, which meanwhile loses the SMs the communication kernels hold."""
-    comm = 2 * ep_fwd + np.where(full, ep_fwd, 0.0)
+    full recompute's forward). With the all-to-all overlapped (Megatron-Core's 1F1B all-to-all
+    overlap, DualPipe) a layer's forward of one micro-batch runs beside its backward of another,
+    each token exchange beside one compute chunk of the other micro-batch, as Megatron-Core's
+    schedule_layer_1f1b pairs them (models/common/model_chunk_schedule_plan.py, d98e8a64dd):
+
+        comm stream:  combine bwd    | dispatch fwd | dispatch bwd | combine fwd
+        comp stream:  attention fwd  | experts bwd  | experts fwd  | attention bwd
+
+    An exchange longer than its partner chunk shows by the difference (a chunk cannot lend its
+    slack to another exchange: each waits for its data), and the overlapped compute runs slower on
+    the SMs the communication kernels hold. The exchanges are taken as equal halves of a layer's
+    dispatch + combine; a full recompute's re-run exchange stays exposed."""
+    rerun = np.where(full, ep_fwd, 0.0)
+    comm = 2 * ep_fwd + rerun
     if not np.any(w["moe_a2a_overlap"]):
         return comm
-    overlapped = overlapped_s(comm, layer.fwd + layer.bwd, K["comm_sm_fraction"])
+    exchange = ep_fwd / 2.0
+    partners = (layer.fwd - layer.moe_fwd, layer.moe_bwd, layer.moe_fwd, layer.bwd - layer.moe_bwd)
+    overlapped = sum(overlapped_s(exchange, chunk, K["comm_sm_fraction"]) for chunk in partners) + rerun
     return np.where(w["moe_a2a_overlap"], overlapped, comm)
 
 
