@@ -360,3 +360,38 @@ def test_low_precision_gains_shrink_with_quantization_as_transformer_engine_meas
         assert bf16[1] / autocast_ms == pytest.approx(with_q, rel=0.15)
         assert bf16[0] / gemm_ms < without_q * 1.05
         assert bf16[1] / autocast_ms < bf16[0] / gemm_ms   # quantization always eats part of the gain
+
+
+# ---- published kernel-level figures: PyTorch's grouped GEMMs (torchtitan's routed experts) ----------
+# pytorch/ao git 0b1bb1172871, torchao/prototype/moe_training/README.md microbenchmarks on B200:
+# forward + backward microseconds of torch._grouped_mm (BF16) and torchao's MXFP8 scaled grouped GEMM
+# for (M tokens, N, K, G groups); Llama 4 Scout and DeepSeek-V3 expert shapes.
+TORCHAO_B200_GROUPED_US = {
+    (128000, 8192, 5120, 1): (43140.2, 23867.0), (128000, 8192, 5120, 2): (39487.6, 23359.0),
+    (128000, 8192, 5120, 4): (39189.2, 23945.5), (128000, 8192, 5120, 8): (37700.7, 22170.6),
+    (128000, 2048, 7168, 1): (13064.8, 10996.0), (128000, 2048, 7168, 2): (14900.2, 11283.4)}
+
+
+def test_torchtitan_preset_times_pytorch_grouped_gemms_as_torchao_measures_them():
+    from dse import catalog
+    from dse.catalog.precision import CODE, ELEMENT_BYTES, TRAINING_QUANTIZE_BYTES
+    efficiency = float(catalog.frameworks().loc["torchtitan", "expert_gemm_efficiency"])
+    assert float(catalog.frameworks().loc["default", "expert_gemm_efficiency"]) == 1.0
+    cols = {"system": np.array(["b200"], dtype=object)}
+    resolve.system(cols)
+    hw = {k: v if k == "system" else np.asarray(v) for k, v in cols.items()}
+    errors = []
+    for column, precision in enumerate(("bf16", "mxfp8")):
+        code = CODE[precision]
+        r = Rates.of(hw, np.array([code]))
+        for (m, n, k, g), measured in TORCHAO_B200_GROUPED_US.items():
+            rows = m / g
+            shapes = [(rows, n, k), (rows, k, n), (k, n, rows)]   # forward, data and weight gradients of a group
+            gemm = g * sum(roofline.op_time_s(Op("g", "gemm", "gemm", a, b, c, operand_bytes=float(ELEMENT_BYTES[code]),
+                                                 low_precision=precision != "bf16"), r)[0] for a, b, c in shapes)
+            quantize = g * sum(a * c + c * b for a, b, c in shapes) * float(TRAINING_QUANTIZE_BYTES[code])
+            predicted = gemm / efficiency + roofline.stream_time_s(quantize, r.bandwidth, r.memory_efficiency)[0]
+            errors.append(predicted / (measured[column] * 1e-6) - 1.0)
+    errors = np.abs(errors)
+    # median 5%; the worst are the MXFP8 DeepSeek-V3 shapes (N 2048), 21-22% fast
+    assert np.median(errors) <= 0.10 and errors.max() <= 0.25, np.round(errors, 3)

@@ -114,7 +114,7 @@ def capacity_load(imbalance, capacity, padded):
 
 
 def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale=1.0, per_expert_gemms=False,
-            expert_operand=None) -> list:
+            expert_operand=None, expert_gemm_efficiency=1.0) -> list:
     """Router GEMM, the routed experts as one MoE layer kernel (permute, grouped GEMMs, activation,
     unpermute on this GPU's E/ep experts, each sharded over TP, paced by the busiest rank: the fitted
     form of dse.perf.forms.moe, `imbalance` its busiest expert's load over the mean) and the shared
@@ -124,7 +124,8 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale
     routed pairs touch E_l (1 - (1 - 1/E_l)^R) of the E_l local experts). `token_scale`: the routed
     pairs each expert computes over the mean where experts run full to a capacity (capacity_load).
     `expert_operand`: bytes per element of the routed experts' weights where their format differs
-    (expert_precision; the router and shared experts keep `operand`)."""
+    (expert_precision; the router and shared experts keep `operand`). `per_expert_gemms`: the experts
+    as one GEMM per local expert (training frameworks), at `expert_gemm_efficiency` of the dense fit."""
     expert_operand = operand if expert_operand is None else expert_operand
     up = m.mlp_mats - 1
     shared = m.shared_experts * m.moe_ffn / s.tp
@@ -134,6 +135,7 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale
              "spread": imbalance <= 1.0 if spread is None else spread}
     if per_expert_gemms:   # training frameworks: one GEMM per local expert (dse.perf.roofline.moe_parts)
         shape["per_expert_gemms"] = True
+        shape["expert_gemm_efficiency"] = expert_gemm_efficiency
     pairs = s.tokens * m.top_k  # (token, expert) pairs this GPU computes under balanced routing
     flops = 2.0 * pairs * m.mlp_mats * m.hidden * m.moe_ffn / s.tp
     # for roofline tables: every local expert's weights once, each pair's row permuted and unpermuted

@@ -223,11 +223,14 @@ def moe_parts(op, r: Rates):
     (training: Transformer Engine's GroupedLinear runs one cuBLAS GEMM per local expert over a few
     streams, nvte_multi_tensor_gemm; its CUTLASS grouped kernel is Hopper-only and opt-in) the
     experts' GEMMs take the dense GEMM fit, batched over the touched experts, in place of the
-    fused kernels' grouped-GEMM terms; routing, permutation and per-expert costs keep the form."""
+    fused kernels' grouped-GEMM terms, at the framework's `expert_gemm_efficiency` of it (its
+    grouped-GEMM kernel against per-expert cuBLAS); routing, permutation and per-expert costs keep
+    the form."""
     if r.experts is not None:   # routed experts in their own number format (expert_precision)
         r = r.experts
     shape = dict(op.moe)
     per_expert = shape.pop("per_expert_gemms", False)
+    efficiency = shape.pop("expert_gemm_efficiency", 1.0)
     peak = r.peak_gemm * r.clock
     fixed, streams, weights, compute = MOE.moe_time_parts(
         **shape, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=r.bandwidth, **{p: r.moe[p] for p in MOE_PARAMS})
@@ -238,7 +241,7 @@ def moe_parts(op, r: Rates):
     # rounds of up to GEMM_STREAMS concurrent GEMMs, each round sharing the GPU's waves
     together = np.minimum(touched, GEMM_STREAMS)
     gemms = touched / together * sum(gemm_time_s(tokens, n, k, together, shape["weight_bytes"], peak, r.bandwidth, r.gemm)
-                                     for n, k in ((shape["gated"] * inter, h), (h, inter)))
+                                     for n, k in ((shape["gated"] * inter, h), (h, inter))) / efficiency
     return fixed, streams, 0.0, gemms
 
 

@@ -83,7 +83,7 @@ class Layer:
                                                        w["moe_pad_to_capacity"])
         if np.any(m.is_moe):
             ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full, per_expert_gemms=True,
-                             expert_operand=expert_operand)
+                             expert_operand=expert_operand, expert_gemm_efficiency=w["expert_gemm_efficiency"])
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
@@ -201,7 +201,8 @@ def host_time(m, w, ep):
 
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
-LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "expert_precision", "moe_imbalance",
+LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "expert_precision",
+              "expert_gemm_efficiency", "moe_imbalance",
               "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "document_tokens",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical")
 
