@@ -78,3 +78,13 @@ def test_cli_rejects_an_unknown_expert_format():
                         "--gpus", "8", "--ep", "8", "--expert-precision", "fp5"], capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "expert_precision" in r.stderr and "nvfp4" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_training_saves_the_experts_inputs_in_their_own_format():
+    # Transformer Engine keeps a GEMM's quantized input for the weight gradient: NVFP4 experts beside
+    # MXFP8 attention store less than all-MXFP8 and more than all-NVFP4; weights and optimizer
+    # states (16-bit / FP32 masters) do not depend on the GEMM format
+    out = dse.evaluate_training(_rows(TRAIN, [("mxfp8", None), ("mxfp8", "nvfp4"), ("nvfp4", None)]))
+    act = out["activations_bytes"].to_numpy(float)
+    assert act[2] < act[1] < act[0]
+    assert out["optimizer_bytes"].nunique() == 1

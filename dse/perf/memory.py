@@ -22,7 +22,7 @@ LOGITS_BYTES = catalog.constant("logits_bytes")
 
 
 def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction,
-                               chosen=None, saved_operand_bytes=2.0):
+                               chosen=None, saved_operand_bytes=2.0, expert_operand_bytes=None):
     """Stored activation bytes of one layer for one micro-batch on one GPU.
 
     Per token, terms replicated across TP ranks unless sequence parallel (R) and terms sharded
@@ -32,7 +32,8 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     selected; each frees what its forward stored; None: core_attn), 2 full (keeps the layer input).
     FlashAttention never stores the scores (only a 4-byte log-sum-exp per head and token).
     Low-precision GEMMs keep their inputs for the weight gradients quantized
-    (`saved_operand_bytes` per element; Transformer Engine saves the column-wise FP8/FP4 copy).
+    (`saved_operand_bytes` per element; Transformer Engine saves the column-wise FP8/FP4 copy;
+    `expert_operand_bytes` for the routed experts' inputs where their format differs).
     Hybrid layers: each term on the share of the layers that has it (the R term per sub-block, the
     attention terms on the attention layers, the MLP terms on dense/MoE layers, `moe_fraction` of
     the layers being MoE), plus the Mamba-2 / Gated DeltaNet mixers' stored tensors.
@@ -44,6 +45,7 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     def on(bit):   # rows whose selective recompute frees what module `bit` stored
         return RE.modules_on(chosen, bit)
     q = saved_operand_bytes
+    q_expert = q if expert_operand_bytes is None else expert_operand_bytes
     # per sub-block: norm input (16-bit), GEMM input (quantized), dropout mask; a standalone norm
     # (the MoE layers' pre-MLP norm, MLA's input norm) recomputed frees its output
     standalone_norms = moe_fraction + model.attention_fraction * model.is_mla
@@ -62,7 +64,9 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     if np.any(moe_fraction > 0):
         # routed copies: the permuted input and the hidden layers of top_k experts (moe_act frees
         # the activation output); shared experts
-        routed = model.top_k * (act_per_ffn * model.moe_ffn + q * h) - on(RE.MOE_ACT) * model.top_k * q * model.moe_ffn
+        routed_ffn = (model.mlp_mats - 1) * 2.0 + q_expert
+        routed = (model.top_k * (routed_ffn * model.moe_ffn + q_expert * h)
+                  - on(RE.MOE_ACT) * model.top_k * q_expert * model.moe_ffn)
         shared = np.where(on(RE.SHARED_EXPERTS), 0.0, model.shared_experts * act_per_ffn * model.moe_ffn)
         mlp_sharded = mlp_sharded + moe_fraction * np.where(on(RE.MOE), 0.0, routed + shared)
     mlp_sharded = mlp_sharded + recurrent_activation_elements(model)

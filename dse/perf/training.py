@@ -230,7 +230,8 @@ def activation_bytes(m, w, chosen, tp, pp, cp, vp, b, microbatches, tokens):
     _, moe = L.layer_shares(m)
     act_layer = M.activation_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"],
                                              w["flash_attention"], moe, chosen,
-                                             L.GEMM_OPERAND_BYTES[w["precision"]])
+                                             L.GEMM_OPERAND_BYTES[w["precision"]],
+                                             L.GEMM_OPERAND_BYTES[w["expert_precision"]])
     activations = act_layer * M.inflight_layers(m.layers, pp, vp, microbatches)
     return activations + np.where(pp == 1, tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0)
 
