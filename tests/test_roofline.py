@@ -395,3 +395,54 @@ def test_torchtitan_preset_times_pytorch_grouped_gemms_as_torchao_measures_them(
     errors = np.abs(errors)
     # median 5%; the worst are the MXFP8 DeepSeek-V3 shapes (N 2048), 21-22% fast
     assert np.median(errors) <= 0.10 and errors.max() <= 0.25, np.round(errors, 3)
+
+
+# ---- published kernel-level figures: cuDNN's training attention (forward and backward) -------------
+def _training_attention_rates(system):
+    from dataclasses import replace
+    from dse.catalog.precision import CODE
+    from dse.perf.forms.training_attention import PARAMS
+    cols = {"system": np.array([system], dtype=object)}
+    resolve.system(cols)
+    hw = {k: v if k == "system" else np.asarray(v) for k, v in cols.items()}
+    r = Rates.of(hw, np.array([CODE["bf16"]]))
+    return replace(r, clock=1.0, train_attention={p: hw[f"train_attention_{p}"] for p in PARAMS})
+
+
+def _causal_attention_op(seq, heads=64, head_dim=128, batch=1):
+    flops = 4.0 * batch * heads * seq * seq * head_dim * 0.5
+    return Op("attention", "attention", "fused", float(seq), float(seq), float(head_dim), flops=flops,
+              bytes=batch * seq * 4 * heads * head_dim * 2.0, backward=2.5, head_dims=2.0 * head_dim)
+
+
+@pytest.mark.parametrize("system, part", [("gb200", "GB200"), ("gb300", "GB300"), ("h200", "H200")])
+def test_training_attention_matches_cudnn_published_forward_and_backward(system, part):
+    # dse/catalog/cudnn_sdpa_training.csv: cuDNN 9.19 fwd and bwd of Llama-3.1-shaped causal BF16
+    # attention, 2K-32K tokens (NVIDIA/cudnn-frontend); at the kernels' own (burst) clock
+    from dse.calibrate.training_attention import published
+    rows = published()
+    rows = rows[rows["gpu"] == part]
+    r = _training_attention_rates(system)
+    for _, row in rows.iterrows():
+        fwd, bwd = roofline.training_attention_s(_causal_attention_op(int(row["seq"])), r)
+        assert float(fwd[0]) == pytest.approx(row["fwd_ms"] * 1e-3, rel=0.06)
+        assert float(bwd[0]) == pytest.approx(row["bwd_ms"] * 1e-3, rel=0.06)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.sampled_from(["gb200", "h100-sxm", "b300", "a100-80gb"]), st.integers(256, 65536), st.floats(1.1, 8.0))
+def test_longer_attention_never_runs_at_a_lower_fraction_of_peak(system, seq, factor):
+    r = _training_attention_rates(system)
+    short, long = _causal_attention_op(seq), _causal_attention_op(int(seq * factor))
+    for (a, b) in zip(roofline.training_attention_s(short, r), roofline.training_attention_s(long, r)):
+        assert float(b[0]) / long.flops >= 0.0
+        assert float(b[0]) / long.flops <= float(a[0]) / short.flops * (1 + 1e-9)
+
+
+def test_parts_without_training_attention_kernels_keep_the_prefill_fit():
+    r = _training_attention_rates("a100-80gb")
+    assert not np.isfinite(r.train_attention["fwd_efficiency_max"]).any()
+    op = _causal_attention_op(4096)
+    fwd, bwd = roofline.training_attention_s(op, r)
+    assert float(fwd[0]) == pytest.approx(float(roofline.op_time_s(op, r)[0]))
+    assert float(bwd[0]) == pytest.approx(2.5 * float(fwd[0]))

@@ -20,6 +20,7 @@ FAMILIES = {
     "gemm": "dse.calibrate.gemm",
     "quantize": "dse.calibrate.quantize",
     "attention": "dse.calibrate.attention",
+    "training_attention": "dse.calibrate.training_attention",
     "mla": "dse.calibrate.mla",
     "moe": "dse.calibrate.moe",
     "nccl": "dse.calibrate.nccl",

@@ -26,6 +26,8 @@ GEMM_PARAMS = ("efficiency_max", "tiles_per_wave", "k_ramp", "split_k_min_depth"
 # the MoE layer's fitted parameters (dse.perf.forms.moe.LAYER_PARAMS; a leaf list here, checked equal by a test)
 MOE_PARAMS = ("floor_s", "efficiency_max", "memory_efficiency", "routed_bytes_per_element", "expert_overhead_s",
               "local_expert_overhead_s", "routing_s_per_selection", "routing_step_s")
+# dse.perf.forms.training_attention: (efficiency_max, half_keys) of the forward and of the backward
+TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys")
 FORMAT_FALLBACK = {
     "bf16": ("bf16",),
     "fp8": ("fp8", "bf16"),
@@ -67,6 +69,7 @@ FITTED = {
     "attention_efficiency": ("attention", ("bf16",), ["prefill_efficiency_max", "prefill_softmax_dim"],
                              _attention_fraction),
     "attention_softmax_dim": ("attention", ("bf16",), ["prefill_softmax_dim"]),
+    **{f"train_attention_{p}": ("training_attention", ("bf16",), [p]) for p in TRAINING_ATTENTION_PARAMS},
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
        for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},

@@ -20,6 +20,7 @@ from dse.catalog.fitted import GEMM_PARAMS, MOE_PARAMS, gemm_column
 from dse.perf.forms import attention as A
 from dse.perf.forms import gemm as G
 from dse.perf.forms import moe as MOE
+from dse.perf.forms import training_attention as TA
 from dse.catalog.precision import CODE, NAMES, peak_flops_per_s
 
 OUTPUT_BYTES = catalog.constant("gemm_output_bytes")
@@ -176,6 +177,7 @@ class Rates:
     moe: dict | None = None  # fitted MoE-layer parameters in the pass's format (dse.perf.forms.moe)
     attention_softmax_dim: object = 0.0  # fitted softmax cost in head dims (dse.perf.forms.attention)
     experts: "Rates | None" = None  # the routed experts' rates where their format differs (expert_precision)
+    train_attention: dict | None = None  # training attention's fitted forward/backward efficiency (training only)
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None) -> "Rates":
@@ -252,6 +254,28 @@ def moe_backward_s(op, r: Rates):
     fixed, streams, weights, compute = moe_parts(op, r)
     grouped = np.maximum(weights, compute)
     return fixed + streams + grouped, grouped
+
+
+def training_attention_s(op, r: Rates):
+    """(forward, backward) seconds of a fused attention op in training. Where the part has a
+    training-attention fit (dse.perf.forms.training_attention: cuDNN's forward and backward kernels)
+    each pass runs at its efficiency for the keys a query visits (the local sequence, a window, a
+    document or a context-parallel chunk, whichever is shortest); elsewhere the prefill-derived
+    `attention_efficiency`, and the backward takes `op.backward` times the forward."""
+    compute, memory, _ = _op_sides_s(op, r)
+    forward = np.maximum(compute, memory)
+    p = r.train_attention
+    if p is None:
+        return forward, forward * op.backward
+    keys = np.minimum(op.m, op.n)
+    fitted = np.isfinite(p["fwd_efficiency_max"])
+    base = r.attention_efficiency
+    def run(name):   # this pass's compute at its own efficiency, where the part has a fit
+        eff = TA.efficiency(keys, p[f"{name}_efficiency_max"], p[f"{name}_half_keys"])
+        return np.where(fitted, compute * base / np.where(fitted, eff, 1.0), compute)
+    fwd = np.maximum(run("fwd"), memory)
+    bwd = np.where(fitted, op.backward * np.maximum(run("bwd"), memory), fwd * op.backward)
+    return fwd, bwd
 
 
 def op_time_s(op, r: Rates):

@@ -32,6 +32,7 @@ from dse.perf import pipeline as P
 from dse.perf import mixers as X
 from dse.perf import recompute as RE
 from dse.perf import roofline as R
+from dse.perf.forms.training_attention import PARAMS as TA_PARAMS
 from dse.perf.distinct import distinct
 from dse.catalog.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s
 from dse.perf.collectives import Network, Placement, overlapped_s
@@ -100,7 +101,10 @@ class Layer:
         for op in ops:
             if not np.any(op.weight):
                 continue
-            t = L.weighted(R.op_time_s, op, rates, live_rows)
+            if op.timing == "fused":   # training attention: forward and backward kernels of their own
+                t, attn_bwd = L.weighted(R.training_attention_s, op, rates, live_rows)
+            else:
+                t = L.weighted(R.op_time_s, op, rates, live_rows)
             if op.name in RE.RERUN_NAMES:
                 op_fwd[op.name] = op_fwd.get(op.name, 0.0) + t
                 op_flops[op.name] = op_flops.get(op.name, 0.0) + R.op_flops_bytes(op)[0] * op.weight
@@ -110,9 +114,11 @@ class Layer:
                 self.moe_bwd = self.moe_bwd + dgrad + wgrad_share * wgrad
             elif op.kind == "gemm":
                 self.gemm_fwd = self.gemm_fwd + t
-            elif op.kind == "attention":
+            elif op.kind == "attention" and op.timing == "fused":
+                self.attn_fwd, self.attn_bwd = self.attn_fwd + t, self.attn_bwd + attn_bwd
+            elif op.kind == "attention":   # unfused: two GEMMs per forward GEMM, the softmax twice
                 self.attn_fwd = self.attn_fwd + t
-                self.attn_bwd = self.attn_bwd + t * (op.backward if op.timing == "fused" else 2.0)
+                self.attn_bwd = self.attn_bwd + t * 2.0
             elif op.kind == "scan":  # Mamba-2 / Gated DeltaNet chunked scans
                 self.scan_fwd = self.scan_fwd + t
                 self.scan_bwd = self.scan_bwd + t * op.backward
@@ -215,6 +221,7 @@ class LayerComm:
         m = Model(w)
         tp, ep, cp, b, etp = (np.maximum(w[k], 1) for k in ("tp", "ep", "cp", "micro_batch", "etp"))
         rates = R.Rates.of(w, w["precision"], expert_precision=w["expert_precision"])
+        rates.train_attention = {p: w[f"train_attention_{p}"] for p in TA_PARAMS}
         self.layer = layer = Layer(m, w, rates, tp, ep, cp, b, etp)
         net = Network(w)
         place = Placement(w["scaleup_domain"], tp, cp, ep, None, None, w["dp_hierarchical"], etp)  # no PP or DP group

@@ -1,0 +1,73 @@
+"""Fit the training attention form (`dse.perf.forms.training_attention`) per GPU.
+
+Data: `dse/catalog/cudnn_sdpa_training.csv`, the published forward and backward latencies of
+cuDNN's fused attention as training runs it (NVIDIA/cudnn-frontend sdpa_benchmark_training,
+cuDNN 9.19, BF16, causal, Llama-3.1 shapes, 2K to 32K tokens) on GB200, GB300 and H200. The kernel
+tables `dse calibrate` reads hold inference kernels only (TensorRT-LLM's forward FMHA), whose
+attention_efficiency stays the fallback of parts without these rows. A GPU folder takes the
+fractions of peak fitted on the part with its compute die (STAND_IN: H100 the H200's, B200 the
+GB200's, B300 the GB300's: compute-bound kernels on the same die reach the same fraction of their
+own catalog peak; a projection for the B parts, whose lower power limit the peak already carries).
+
+Per pass, `efficiency_max` and `half_keys` minimise the log-ratio of predicted to measured latency
+over the part's rows; FLOPs are causal (half the score tiles) and the backward's are
+`flash_backward_factor` times the forward's. Values are rounded to 3 significant digits before the
+stored predictions are computed.
+"""
+from __future__ import annotations
+
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from dse import catalog
+from dse.calibrate import Fit, round_sig
+from dse.calibrate.tables import KernelData
+from dse.perf.forms import training_attention as form
+
+FAMILY = "training_attention"
+STAND_IN = {"gb200": "GB200", "b200_sxm": "GB200", "gb300": "GB300", "b300_sxm": "GB300",
+            "h200_sxm": "H200", "h100_sxm": "H200"}
+MEASURED_ON = {"GB200": "gb200", "GB300": "gb300", "H200": "h200"}   # the catalog system of each part
+DATA = "cudnn_sdpa_training.csv"
+
+
+def published() -> pd.DataFrame:
+    with resources.files("dse.catalog").joinpath(DATA).open("r") as fh:
+        return pd.read_csv(fh)
+
+
+def _causal_flops(rows: pd.DataFrame) -> np.ndarray:
+    s = rows["seq"].to_numpy(float)
+    return 4.0 * rows["batch"] * rows["q_heads"] * s * s * rows["head_dim"].to_numpy(float) * 0.5
+
+
+def _fit_pass(keys, flops, latency_s, peak):
+    def residual(p):
+        return np.log(flops / (peak * form.efficiency(keys, p[0], p[1]))) - np.log(latency_s)
+    p = least_squares(residual, [0.6, 1000.0], bounds=([0.05, 0.0], [1.0, 1e5])).x
+    efficiency_max, half_keys = round_sig(p)
+    return efficiency_max, half_keys, flops / (peak * form.efficiency(keys, efficiency_max, half_keys))
+
+
+def fit(data: KernelData, gpu: str) -> list[Fit]:
+    part = STAND_IN.get(gpu)
+    if part is None:
+        return []
+    rows = published()
+    rows = rows[rows["gpu"] == part]
+    peak = float(catalog.systems().loc[MEASURED_ON[part], "peak_bf16_flops_per_s"])
+    keys, flops = rows["seq"].to_numpy(float), _causal_flops(rows).to_numpy(float)
+    backward = float(catalog.constant("flash_backward_factor"))
+    measured, predicted, params = [], [], {}
+    for name, latency_ms, factor in (("fwd", rows["fwd_ms"], 1.0), ("bwd", rows["bwd_ms"], backward)):
+        latency_s = latency_ms.to_numpy(float) * 1e-3
+        e, h, pred = _fit_pass(keys, factor * flops, latency_s, peak)
+        params[f"{name}_efficiency_max"], params[f"{name}_half_keys"] = float(e), float(h)
+        measured.append(latency_s)
+        predicted.append(pred)
+    basis = (f"cuDNN 9.19 fused attention fwd+bwd published in NVIDIA/cudnn-frontend sdpa_benchmark_training "
+             f"({part}, BF16 causal, {len(rows)} lengths 2K-32K; dse/catalog/{DATA})")
+    return [Fit(FAMILY, gpu, "bf16", params, np.concatenate(measured), np.concatenate(predicted), basis)]
