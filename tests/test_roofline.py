@@ -446,3 +446,17 @@ def test_parts_without_training_attention_kernels_keep_the_prefill_fit():
     fwd, bwd = roofline.training_attention_s(op, r)
     assert float(fwd[0]) == pytest.approx(float(roofline.op_time_s(op, r)[0]))
     assert float(bwd[0]) == pytest.approx(2.5 * float(fwd[0]))
+
+
+def test_training_attention_forward_carries_over_to_deepseek_v3_head_dims():
+    # out of sample: cuDNN 9.19 on GB200 with DeepSeek-V3's MLA training shapes (128 heads, qk 192,
+    # v 128; NVIDIA/cudnn-frontend sdpa_benchmark_training results/gb200_919_only_cudnn/dsv3_20260226_174854.csv),
+    # not in the fit: the forward at the fitted efficiency and the prefill fit's head-dims scaling
+    published_fwd_ms = {2048: 0.161, 4096: 0.509, 8192: 1.800, 16384: 6.318, 32768: 24.232}
+    r = _training_attention_rates("gb200")
+    for seq, ms in published_fwd_ms.items():
+        flops = 2.0 * 128 * seq * seq * (192 + 128) * 0.5
+        op = Op("attention", "attention", "fused", float(seq), float(seq), 192.0, flops=flops,
+                bytes=seq * 128 * 640 * 2.0, backward=2.5, head_dims=320.0)
+        fwd, _ = roofline.training_attention_s(op, r)
+        assert float(fwd[0]) == pytest.approx(ms * 1e-3, rel=0.10)
