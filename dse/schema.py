@@ -171,38 +171,36 @@ def enum_code(name: str, value) -> int:
     return table[key]
 
 
-def enum_codes(cols: dict, name: str, default: str | None = None) -> np.ndarray:
-    """Integer codes of an enumeration column (spellings, aliases, or codes already), int8;
-    the default value where the column is absent or a value is missing."""
-    from dse.columns import categories, length
-    default = default if default is not None else columns()[name].default
-    n = length(cols)
-    if name not in cols:
-        return np.full(n, enum_code(name, default), dtype=np.int8)
-    v = cols[name]
+def _value_codes(name: str, v, fill, blank=()) -> np.ndarray:
+    """int8 codes of an enumeration column's values `v` (spellings, aliases, or codes already);
+    `fill()` (a code, or one per row) where a value is missing or one of the `blank` spellings."""
+    from dse.columns import categories
     if not hasattr(v, "categories") and np.asarray(v).dtype.kind in "iu":
         return np.asarray(v, dtype=np.int8)
     codes, uniques = categories(v)
-    table = [enum_code(name, u) for u in uniques]
-    if (codes < 0).any():  # a default that is a preset ("framework") is filled before this is reached
-        table.append(enum_code(name, default))
-    return np.asarray(table, dtype=np.int8)[np.where(codes < 0, len(table) - 1, codes)]
+    table = [-1 if str(u).strip().lower() in blank else enum_code(name, u) for u in uniques]
+    own = np.asarray(table + [-1], dtype=np.int8)[codes]   # a missing value (code -1) takes the last
+    missing = own < 0
+    return np.where(missing, fill(), own).astype(np.int8) if missing.any() else own
+
+
+def enum_codes(cols: dict, name: str, default: str | None = None) -> np.ndarray:
+    """Integer codes of an enumeration column (spellings, aliases, or codes already), int8;
+    the default value where the column is absent or a value is missing."""
+    from dse.columns import length
+    default = default if default is not None else columns()[name].default
+    if name not in cols:
+        return np.full(length(cols), enum_code(name, default), dtype=np.int8)
+    # a default that is a preset ("framework") is filled before this is reached
+    return _value_codes(name, cols[name], lambda: enum_code(name, default))
 
 
 def expert_precision_codes(cols: dict, precision: np.ndarray) -> np.ndarray:
     """Codes of `expert_precision`: the row's `precision` where the column is absent or blank."""
-    from dse.columns import categories
     if "expert_precision" not in cols:
         return precision
-    v = cols["expert_precision"]
-    if not hasattr(v, "categories") and np.asarray(v).dtype.kind in "iu":
-        return np.asarray(v, dtype=np.int8)
-    codes, uniques = categories(v)
-    blank = ("", "precision", "nan", "none")   # spellings of "as precision"
-    table = np.asarray([-1 if str(u).strip().lower() in blank else enum_code("expert_precision", u)
-                        for u in uniques] + [-1], dtype=np.int8)
-    own = table[codes]
-    return np.where(own < 0, precision, own).astype(np.int8)
+    return _value_codes("expert_precision", cols["expert_precision"], lambda: precision,
+                        blank=("", "precision", "nan", "none"))   # spellings of "as precision"
 
 
 # ---- domains ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse import catalog
-from dse.catalog.fitted import GEMM_PARAMS, MOE_PARAMS, gemm_column
+from dse.catalog.fitted import GEMM_PARAMS, MOE_PARAMS, TRAINING_ATTENTION_PARAMS, gemm_column
 from dse.perf.forms import attention as A
 from dse.perf.forms import gemm as G
 from dse.perf.forms import moe as MOE
@@ -180,16 +180,18 @@ class Rates:
     train_attention: dict | None = None  # training attention's fitted forward/backward efficiency (training only)
 
     @classmethod
-    def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None) -> "Rates":
+    def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
+           training=False) -> "Rates":
         peak_gemm = gemm_peak_flops_per_s(precision, hw) if peak_gemm is None else peak_gemm
         experts = None
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
             experts = cls.of(hw, expert_precision, memory_efficiency)
+        train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS} if training else None
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
                    GemmParams.of(hw, precision), GemmParams.of(hw, CODE["bf16"]), hw["attention_efficiency"],
                    hw["sustained_clock_fraction"], per_format(hw, precision, "moe"), hw["attention_softmax_dim"],
-                   experts)
+                   experts, train_attention)
 
 
 def op_compute_memory_s(op, r: Rates):
@@ -269,13 +271,11 @@ def training_attention_s(op, r: Rates):
         return forward, forward * op.backward
     keys = np.minimum(op.m, op.n)
     fitted = np.isfinite(p["fwd_efficiency_max"])
-    base = r.attention_efficiency
-    def run(name):   # this pass's compute at its own efficiency, where the part has a fit
+
+    def slower(name):   # this pass's compute time over the prefill-derived one (1 where no fit)
         eff = TA.efficiency(keys, p[f"{name}_efficiency_max"], p[f"{name}_half_keys"])
-        return np.where(fitted, compute * base / np.where(fitted, eff, 1.0), compute)
-    fwd = np.maximum(run("fwd"), memory)
-    bwd = np.where(fitted, op.backward * np.maximum(run("bwd"), memory), fwd * op.backward)
-    return fwd, bwd
+        return np.where(fitted, r.attention_efficiency / np.where(fitted, eff, 1.0), 1.0)
+    return np.maximum(compute * slower("fwd"), memory), op.backward * np.maximum(compute * slower("bwd"), memory)
 
 
 def op_time_s(op, r: Rates):

@@ -32,7 +32,6 @@ from dse.perf import pipeline as P
 from dse.perf import mixers as X
 from dse.perf import recompute as RE
 from dse.perf import roofline as R
-from dse.perf.forms.training_attention import PARAMS as TA_PARAMS
 from dse.perf.distinct import distinct
 from dse.catalog.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s
 from dse.perf.collectives import Network, Placement, overlapped_s
@@ -220,8 +219,7 @@ class LayerComm:
     def __init__(self, w):
         m = Model(w)
         tp, ep, cp, b, etp = (np.maximum(w[k], 1) for k in ("tp", "ep", "cp", "micro_batch", "etp"))
-        rates = R.Rates.of(w, w["precision"], expert_precision=w["expert_precision"])
-        rates.train_attention = {p: w[f"train_attention_{p}"] for p in TA_PARAMS}
+        rates = R.Rates.of(w, w["precision"], expert_precision=w["expert_precision"], training=True)
         self.layer = layer = Layer(m, w, rates, tp, ep, cp, b, etp)
         net = Network(w)
         place = Placement(w["scaleup_domain"], tp, cp, ep, None, None, w["dp_hierarchical"], etp)  # no PP or DP group
