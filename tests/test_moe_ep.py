@@ -192,6 +192,26 @@ def test_host_bound_layers_pace_the_step_and_cuda_graphs_remove_the_dense_part()
     assert float(free["step_time_s"].iloc[0]) == pytest.approx(float(graphed["step_time_s"].iloc[0]), rel=1e-12)
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([1, 2, 4]), st.floats(0.0, 0.1), st.booleans())
+def test_the_combined_schedule_pays_its_host_time_per_chunk_and_only_under_the_overlap(vp, chunk_s, moe):
+    kw = dict(gpus=64, pp=2, vp=vp, global_batch=64, host_layer_s=0.0, host_expert_s=0.0, host_chunk_s=chunk_s)
+    if not moe:
+        kw.update(experts=0, ep=1)
+    overlapped, free = train(moe_a2a_overlap=True, **kw), train(moe_a2a_overlap=True, **dict(kw, host_chunk_s=0.0))
+    plain = train(**kw)
+    assert float(plain["step_time_s"].iloc[0]) == pytest.approx(float(train(**dict(kw, host_chunk_s=0.0))["step_time_s"].iloc[0]), rel=1e-12)
+    if not moe:   # no token exchange to overlap: the chunk cost never applies
+        assert float(overlapped["step_time_s"].iloc[0]) == pytest.approx(float(free["step_time_s"].iloc[0]), rel=1e-12)
+        return
+    step = float(overlapped["step_time_s"].iloc[0])
+    assert step >= float(free["step_time_s"].iloc[0])
+    # the host's pace: (2 micro-batches per dp rank of 32, plus the fill) x vp chunks of host_chunk_s,
+    # then the optimizer step
+    host = (2 + (2 - 1) / vp) * vp * chunk_s + float(overlapped["optimizer_s"].iloc[0])
+    assert step >= host * (1 - 1e-6)          # float32 columns
+
+
 def test_dispatcher_spellings_and_bad_values():
     from dse.errors import ConfigError
     assert float(train(moe_dispatcher="DeepEP")["step_time_s"].iloc[0]) == pytest.approx(

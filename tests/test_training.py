@@ -56,6 +56,15 @@ def test_blackwell_rows_within_10pct_mean_and_fp4_rows_within_15pct(validation):
     assert (fp4["error_pct"].abs() <= 15.0).all(), fp4[["id", "model", "error_pct"]]
 
 
+def test_eager_a2a_overlap_rows_are_host_paced_per_chunk(validation):
+    # Qwen3 on DGX H100, B200 and B300 under Megatron-Core's combined 1F1B (a2a overlap, alltoall
+    # dispatcher, no CUDA graphs): the time per layer and micro-batch grows as 1/layers-per-chunk,
+    # from 6 layers per chunk (MB045) to 1 (MB046). One host time per chunk (host_chunk_s) brings
+    # all three within 15% of the published throughput (they were 54-148% too fast without it).
+    rows = validation.set_index("id").loc[["MB035", "MB045", "MB046"]]
+    assert (rows["error_pct"].abs() <= 15.0).all(), rows[["model", "system", "error_pct"]]
+
+
 def _published_flops_per_token_outliers():
     """Megatron-Bridge rows whose two published columns disagree: TFLOP/s/GPU over tokens/s/GPU is
     the FLOPs per token of the tables' own formula, fixed by the model and sequence length, so it

@@ -204,6 +204,13 @@ def host_time(m, w, ep):
     return eager + moe * m.experts / ep * expert
 
 
+def host_chunk_time(m, w):
+    """Host time per micro-batch and model chunk, forward and backward, outside the layers: under the
+    all-to-all overlap Megatron-Core's combined 1F1B builds, for every micro-batch and chunk, a
+    schedule plan of per-layer sub-module callables with their events and stream switches."""
+    return np.where(w["moe_a2a_overlap"] & m.is_moe, w["host_chunk_s"], 0.0)
+
+
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "expert_precision",
@@ -311,7 +318,8 @@ def training_columns(w: dict) -> dict:
     gpu_step = microbatches * t_mb + bubble + pp_comm + dp_s + optimizer_s
     # The host launches every kernel: where that takes longer than the GPUs run them (small
     # micro-batches of fine-grained MoE layers, eager), the host paces every micro-batch and bubble.
-    host_step = (microbatches + (pp - 1) / vp) * layers_per_stage * host_time(m, w, ep) + optimizer_s
+    host_mb = layers_per_stage * host_time(m, w, ep) + vp * host_chunk_time(m, w)
+    host_step = (microbatches + (pp - 1) / vp) * host_mb + optimizer_s
     step = np.maximum(gpu_step, host_step)
 
     tokens_per_step = w["global_batch"] * m.seq_len
