@@ -28,7 +28,7 @@ INFER = {
 DS_RATIO = dict(model="deepseek-v3", system="h800", gpus=2048, tp=1, pp=16, ep=64, global_batch=15360,
                 micro_batch=1, zero=1, precision="fp8-block", moe_dispatcher="flex", moe_a2a_overlap=False)
 GAP_NOTES = {
-    "Megatron-Bridge Qwen3 MoE (128 experts, top-8)": "H100 and a2a-overlap rows: unexplained excess, see dse validate",
+    "Megatron-Bridge Qwen3 MoE (128 experts, top-8)": "Qwen3-235B on DGX B200 without the overlap (PP 8): unexplained excess, see dse validate",
     "Megatron-Bridge GPT-OSS 120B (25.11/26.02)": "GPT-OSS in Megatron-Bridge: unexplained excess (AutoModel's GPT-OSS rows are within 3-10%)",
     "DeepSeek-V3 report (H800, FP8)": "average over the whole run: a lower bound of the steady rate",
     "torchtitan / PyTorch MoE": "torchtitan preset (grouped GEMMs at torchao's measured speed); the rest unexplained",
@@ -115,9 +115,11 @@ Measured MoE training runs, mean |error| per source: {sources}. The MoE layer is
 all-to-all overlap and CUDA-graph scope are the settings each run's recipe states. Fine-grained MoE at
 small micro-batches is host-bound: an eager framework launches each layer's kernels (and each local
 expert's) slower than the GPU runs them, so the GPUs wait (`host_wait_s`); this is what makes Qwen3-30B
-on DGX B200 at micro-batch 1 run 2.7x slower per GPU than at micro-batch 4 on GB200. Still unexplained:
-Qwen3 on H100 and with the all-to-all overlap schedule on 8-GPU systems (measured up to 3.5x slower
-per layer than the same layers on B200), GPT-OSS in Megatron-Bridge (measured 1.3-1.8x slower than dse;
+on DGX B200 at micro-batch 1 run 2.7x slower per GPU than at micro-batch 4 on GB200. Under the
+all-to-all overlap the combined 1F1B schedule also pays a host time per micro-batch and model chunk
+(`host_chunk_s`), so Qwen3-30B on DGX H100 with one layer per virtual stage runs 3.5x slower per layer
+than without the overlap. Still unexplained: Qwen3-235B on DGX B200 without the overlap (32% too fast),
+GPT-OSS in Megatron-Bridge (measured 1.3-1.8x slower than dse;
 NeMo AutoModel's GPT-OSS rows are within 3-10%) and torchtitan's Llama 4 Scout runs (about 60% of
 dse's throughput with the torchtitan preset, whose grouped GEMMs run at torchao's measured speed).
 In inference, EP spreads the expert weights so decode reads fewer bytes per GPU,
