@@ -310,6 +310,11 @@ REASONS = (
                                              "lower request_rate or add GPUs"),
     Reason(20, "dualpipe", "pp_schedule", "DualPipe needs an even pp, an even micro-batch count of at least pp "
                                           "and vp 1 (DeepSeek-V3 report Sec. 3.2.1); use pp_schedule 1f1b"),
+    # Megatron-Core refuses these (transformer_config.py: "no support for Pipeline parallelism with
+    # CPU offloading", "CPU offloading does not work when activation recomputation is enabled",
+    # "CPU offloading can be done only for layers less than num_layers").
+    Reason(21, "offload", "offload_layers", "activation offloading needs pp 1, recompute none and fewer "
+                                            "offloaded layers than the model has; lower offload_layers or set it to 0"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)

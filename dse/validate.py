@@ -97,7 +97,8 @@ def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
         gpus, gb = _num(r["gpus"], 1.0), _num(r["global_batch"], 1.0)
         rec.update(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=gpus / (tp * pp * cp), global_batch=gb,
                    micro_batch=_num(r["micro_batch"], 1.0))
-        for name in ("etp", "mtp_layers", "document_tokens"):   # stated (default: etp = tp, no MTP, unpacked)
+        for name in ("etp", "mtp_layers", "document_tokens", "offload_layers"):   # stated (default: etp = tp,
+            # no MTP, unpacked, no activation offloading)
             value = _num(r.get(name, ""))
             if value == value:
                 rec[name] = value

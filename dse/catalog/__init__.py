@@ -89,6 +89,7 @@ def systems() -> pd.DataFrame:
     out["scaleout"] = t["scaleout"]
     out["scaleout_bandwidth_bytes_per_s"] = t["scaleout_gbit_per_s"] * 1e9 / 8
     out["scaleout_latency_s"] = t["scaleout_latency_us"] * 1e-6
+    out["host_link_bandwidth_bytes_per_s"] = t["host_link_gbps_per_dir"] * 1e9
     out["tdp_w"] = t["tdp_w"].astype(float)
     # the generation's parameters, replaced where this system's own kernels were measured and fitted
     per_generation = efficiency_si().reindex(t["generation"]).set_index(out.index)

@@ -104,6 +104,21 @@ def inflight_layers(layers, pp, vp, microbatches):
     return layers / pp * np.minimum(pp, microbatches) * interleave
 
 
+def resident_layers(layers, pp, vp, microbatches, offload_layers):
+    """Layers' worth of activations held on the GPU: those in flight (inflight_layers) less the
+    layers offloaded to host memory (offload_layers needs pp 1: one micro-batch in flight)."""
+    return inflight_layers(layers, pp, vp, microbatches) - np.minimum(offload_layers, layers)
+
+
+def offload_exposed_s(offload_layers, layer_bytes, link_bytes_per_s, layers, fwd_layer_s, bwd_layer_s):
+    """Exposed host-link time of one micro-batch's activation offloading: the offloaded layers'
+    activations go to host memory during the forward and come back during the backward, on the
+    copy engines while the layers compute (Transformer Engine's offload handler spreads the copies
+    over the layers), so only the copy time beyond the whole forward (backward) is exposed."""
+    copy = offload_layers * layer_bytes / link_bytes_per_s
+    return np.maximum(copy - layers * fwd_layer_s, 0.0) + np.maximum(copy - layers * bwd_layer_s, 0.0)
+
+
 def parameters_per_gpu(model, tp, pp, ep, etp=None):
     """(dense, expert) parameters held by the most loaded pipeline stage of one GPU; experts are
     split over etp x ep GPUs (etp: the expert-tensor-parallel degree, tp unless given).

@@ -58,6 +58,7 @@ def reason_codes(m, w):
         (RC["ep_dense"], (ep > 1) & ~m.is_moe),
         (RC["interleave_microbatches"], (vp > 1) & (pp > 1) & ~divides(pp, w["global_batch"] / (dp * w["micro_batch"]))),
         (RC["dualpipe"], P.unschedulable(w["pp_schedule"], pp, vp, w["global_batch"] / (dp * w["micro_batch"]))),
+        (RC["offload"], (w["offload_layers"] > 0) & ((pp > 1) | (w["recompute"] != 0) | (w["offload_layers"] >= m.layers))),
     ]
     # a global batch defaulted from a fractional dp is the split's fault, not an invalid input
     invalid = not_positive_integers(tp, pp, cp, ep, vp, w["micro_batch"]) | (
@@ -236,15 +237,19 @@ class LayerComm:
         self.cp_fwd, self.cp_bwd = cp_comm(net, place, m, w, cp, tp, layer.tokens, layer)
 
 
-def activation_bytes(m, w, chosen, tp, pp, cp, vp, b, microbatches, tokens):
-    """Activation bytes per GPU: the in-flight micro-batches' stored layer activations (and the
-    logits on a single stage)."""
+def layer_activation_bytes(m, w, chosen, tp, cp, b):
+    """Stored activation bytes of one layer for one micro-batch on one GPU."""
     _, moe = L.layer_shares(m)
-    act_layer = M.activation_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"],
-                                             w["flash_attention"], moe, chosen,
-                                             L.GEMM_OPERAND_BYTES[w["precision"]],
-                                             L.GEMM_OPERAND_BYTES[w["expert_precision"]])
-    activations = act_layer * M.inflight_layers(m.layers, pp, vp, microbatches)
+    return M.activation_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"],
+                                        w["flash_attention"], moe, chosen,
+                                        L.GEMM_OPERAND_BYTES[w["precision"]],
+                                        L.GEMM_OPERAND_BYTES[w["expert_precision"]])
+
+
+def activation_bytes(m, w, act_layer, tp, pp, vp, microbatches, tokens):
+    """Activation bytes per GPU: the in-flight micro-batches' stored layer activations less the
+    offloaded layers' (and the logits on a single stage)."""
+    activations = act_layer * M.resident_layers(m.layers, pp, vp, microbatches, w["offload_layers"])
     return activations + np.where(pp == 1, tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0)
 
 
@@ -301,7 +306,11 @@ def training_columns(w: dict) -> dict:
 
     state = distinct(D.ModelState, w, D.STATE_KEYS)
     (dense_params, expert_params), weights, grads, optimizer = state.trained, state.weights, state.grads, state.optimizer
-    activations = activation_bytes(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer.tokens)
+    act_layer = layer_activation_bytes(m, w, chosen, tp, cp, b)
+    activations = activation_bytes(m, w, act_layer, tp, pp, vp, microbatches, layer.tokens)
+    offload = microbatches * M.offload_exposed_s(
+        w["offload_layers"], act_layer, hw["host_link_bandwidth_bytes_per_s"] * K["host_link_efficiency"],
+        m.layers, layer.fwd, layer.bwd)
     if np.any(w["pp_schedule"] == P.DUALPIPE):   # two stages' parameters, one more micro-batch in flight
         copies = P.state_copies(w["pp_schedule"])
         weights, grads, optimizer = weights * copies, grads * copies, optimizer * copies
@@ -315,7 +324,7 @@ def training_columns(w: dict) -> dict:
                   + np.where(sharded, expert_params / n_expert, expert_params))
     optimizer_s = R.stream_time_s(opt_params * K["optimizer_traffic_bytes"], hw["memory_bandwidth_bytes_per_s"],
                                   hw["memory_efficiency"])
-    gpu_step = microbatches * t_mb + bubble + pp_comm + dp_s + optimizer_s
+    gpu_step = microbatches * t_mb + bubble + pp_comm + dp_s + optimizer_s + offload
     # The host launches every kernel: where that takes longer than the GPUs run them (small
     # micro-batches of fine-grained MoE layers, eager), the host paces every micro-batch and bubble.
     host_mb = layers_per_stage * host_time(m, w, ep) + vp * host_chunk_time(m, w)
@@ -332,7 +341,7 @@ def training_columns(w: dict) -> dict:
         "mem_per_gpu_bytes": mem, "fits": reason == 0, "infeasible_code": reason,
         "compute_s": microbatches * stage_compute, "recompute_s": microbatches * stage_recompute,
         "tp_comm_s": microbatches * stage_tp, "cp_comm_s": microbatches * stage_cp,
-        "ep_comm_s": microbatches * stage_ep, "host_wait_s": step - gpu_step, "pp_comm_s": pp_comm,
+        "ep_comm_s": microbatches * stage_ep, "host_wait_s": step - gpu_step, "offload_s": offload, "pp_comm_s": pp_comm,
         "dp_comm_s": dp_s, "bubble_s": bubble,
         "optimizer_s": optimizer_s, "weights_bytes": weights, "grads_bytes": grads,
         "optimizer_bytes": optimizer, "activations_bytes": activations,
@@ -343,7 +352,7 @@ def training_columns(w: dict) -> dict:
 
 OUTPUT_COLUMNS = (
     "step_time_s", "tokens_per_s", "mfu", "hfu", "mem_per_gpu_bytes", "fits", "infeasible_code",
-    "infeasible_reason", "compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "host_wait_s", "pp_comm_s",
+    "infeasible_reason", "compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "host_wait_s", "offload_s", "pp_comm_s",
     "dp_comm_s", "bubble_s", "optimizer_s", "weights_bytes", "grads_bytes", "optimizer_bytes",
     "activations_bytes", "model_flops_per_step", "hardware_flops_per_step", "params", "tokens_per_step",
     "accelerator_cost_usd", "system_capex_usd", "energy_j", "cost_per_run_usd", "cost_per_million_tokens_usd",
