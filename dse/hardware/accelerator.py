@@ -95,6 +95,7 @@ def accelerator_columns(cols: dict) -> dict:
         "scaleup_latency_s": io["scaleup_latency_s"],
         "scaleout_bandwidth_bytes_per_s": io["scaleout_bandwidth_bytes_per_s"],
         "scaleout_latency_s": io["scaleout_latency_s"],
+        "host_link_bandwidth_bytes_per_s": np.full(len(valid), A["host_link_gbps_per_dir"] * GBYTE),
         "tdp_w": comp["tdp_w"],
         "sram_bytes": comp["sram_bytes"],
         "tensor_macs": comp["tensor_macs"],

@@ -246,11 +246,25 @@ def layer_activation_bytes(m, w, chosen, tp, cp, b):
                                         L.GEMM_OPERAND_BYTES[w["expert_precision"]])
 
 
-def activation_bytes(m, w, act_layer, tp, pp, vp, microbatches, tokens):
-    """Activation bytes per GPU: the in-flight micro-batches' stored layer activations less the
-    offloaded layers' (and the logits on a single stage)."""
+def activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer):
+    """(activation bytes per GPU, exposed offload seconds per step): the in-flight micro-batches'
+    stored layer activations less the offloaded layers' (and the logits on a single stage), and the
+    host-link copies of the offloaded layers that outlast the layers' compute."""
+    act_layer = layer_activation_bytes(m, w, chosen, tp, cp, b)
     activations = act_layer * M.resident_layers(m.layers, pp, vp, microbatches, w["offload_layers"])
-    return activations + np.where(pp == 1, tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0)
+    link = w["host_link_bandwidth_bytes_per_s"] * K["host_link_efficiency"]
+    offload = microbatches * M.offload_exposed_s(w["offload_layers"], act_layer, link, m.layers, layer.fwd, layer.bwd)
+    return activations + np.where(pp == 1, layer.tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0), offload
+
+
+def optimizer_step_s(w, state, tp, cp, dp, ep, etp):
+    """The optimizer step: its traffic over the parameters this GPU updates (sharded from ZeRO 1)."""
+    dense_params, expert_params = state.trained
+    sharded = w["zero"] >= 1
+    opt_params = (np.where(sharded, dense_params / (dp * cp), dense_params)
+                  + np.where(sharded, expert_params / D.expert_dp(tp, cp, dp, ep, etp), expert_params))
+    return R.stream_time_s(opt_params * K["optimizer_traffic_bytes"], w["memory_bandwidth_bytes_per_s"],
+                           w["memory_efficiency"])
 
 
 def flops_and_utilisation(m, w, hw, step, tokens_per_step, selective_flops):
@@ -305,12 +319,8 @@ def training_columns(w: dict) -> dict:
     bubble = P.bubble_s(w["pp_schedule"], pp, vp, t_mb, layers_per_stage * layer.bwd, p2p)
 
     state = distinct(D.ModelState, w, D.STATE_KEYS)
-    (dense_params, expert_params), weights, grads, optimizer = state.trained, state.weights, state.grads, state.optimizer
-    act_layer = layer_activation_bytes(m, w, chosen, tp, cp, b)
-    activations = activation_bytes(m, w, act_layer, tp, pp, vp, microbatches, layer.tokens)
-    offload = microbatches * M.offload_exposed_s(
-        w["offload_layers"], act_layer, hw["host_link_bandwidth_bytes_per_s"] * K["host_link_efficiency"],
-        m.layers, layer.fwd, layer.bwd)
+    weights, grads, optimizer = state.weights, state.grads, state.optimizer
+    activations, offload = activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer)
     if np.any(w["pp_schedule"] == P.DUALPIPE):   # two stages' parameters, one more micro-batch in flight
         copies = P.state_copies(w["pp_schedule"])
         weights, grads, optimizer = weights * copies, grads * copies, optimizer * copies
@@ -318,12 +328,7 @@ def training_columns(w: dict) -> dict:
     mem = weights + grads + optimizer + activations
     fwd_mb = layers_per_stage * (layer.fwd + tp_fwd) + layer.logits
     dp_s = D.dp_comm(w, dp, cp, state, microbatches, fwd_mb, t_mb - fwd_mb, layers_per_stage)
-    n_expert = D.expert_dp(tp, cp, dp, ep, etp)
-    sharded = w["zero"] >= 1
-    opt_params = (np.where(sharded, dense_params / (dp * cp), dense_params)
-                  + np.where(sharded, expert_params / n_expert, expert_params))
-    optimizer_s = R.stream_time_s(opt_params * K["optimizer_traffic_bytes"], hw["memory_bandwidth_bytes_per_s"],
-                                  hw["memory_efficiency"])
+    optimizer_s = optimizer_step_s(w, state, tp, cp, dp, ep, etp)
     gpu_step = microbatches * t_mb + bubble + pp_comm + dp_s + optimizer_s + offload
     # The host launches every kernel: where that takes longer than the GPUs run them (small
     # micro-batches of fine-grained MoE layers, eager), the host paces every micro-batch and bubble.
