@@ -429,6 +429,35 @@ def test_training_attention_matches_cudnn_published_forward_and_backward(system,
         assert float(bwd[0]) == pytest.approx(row["bwd_ms"] * 1e-3, rel=0.06)
 
 
+@pytest.mark.parametrize("system, part", [("gb200", "GB200"), ("gb300", "GB300"), ("h200", "H200")])
+def test_narrow_heads_match_cudnn_published_64_wide_forward(system, part):
+    # dse/catalog/cudnn_sdpa_head_dim.csv: cuDNN 9.27's forward of GPT-OSS's 64-wide causal heads
+    # (NVIDIA/cudnn-frontend attention_inference results), 1.4-1.6x slower per FLOP than 128-wide:
+    # the prefill form's head-size scaling and the training form's head_dim_factor together
+    from dse.calibrate.training_attention import NARROW, published
+    rows = published(NARROW)
+    rows = rows[rows["gpu"] == part]
+    assert len(rows) == 3
+    r = _training_attention_rates(system)
+    for _, row in rows.iterrows():
+        narrow, wide = (_causal_attention_op(int(row["seq"]), head_dim=d) for d in (64, 128))
+        fwd, _ = roofline.training_attention_s(narrow, r)
+        assert float(fwd[0]) == pytest.approx(row["fwd_ms"] * 1e-3, rel=0.06)
+        # per FLOP, narrow heads are slower than wide ones
+        assert float(fwd[0]) / narrow.flops > 1.3 * float(roofline.training_attention_s(wide, r)[0][0]) / wide.flops
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.floats(16.0, 512.0), st.floats(0.0, 1000.0))
+def test_head_size_factor_is_one_from_128_and_grows_with_the_head(d, k):
+    from dse.perf.forms.training_attention import head_dim_factor
+    f, wider = float(head_dim_factor(d, k)), float(head_dim_factor(d * 1.5, k))
+    assert 0.0 < f <= 1.0 and wider >= f - 1e-12
+    if d >= 128:
+        assert f == pytest.approx(1.0)
+    assert float(head_dim_factor(d, np.nan)) == 1.0 or d < 128 and float(head_dim_factor(d, np.nan)) <= 1.0
+
+
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.sampled_from(["gb200", "h100-sxm", "b300", "a100-80gb"]), st.integers(256, 65536), st.floats(1.1, 8.0))
 def test_longer_attention_never_runs_at_a_lower_fraction_of_peak(system, seq, factor):

@@ -11,7 +11,10 @@ own catalog peak; a projection for the B parts, whose lower power limit the peak
 
 Per pass, `efficiency_max` and `half_keys` minimise the log-ratio of predicted to measured latency
 over the part's rows; FLOPs are causal (half the score tiles) and the backward's are
-`flash_backward_factor` times the forward's. Values are rounded to 3 significant digits before the
+`flash_backward_factor` times the forward's. `head_dim_k` then fits the forward of 64-wide heads
+(`cudnn_sdpa_head_dim.csv`: GPT-OSS's causal attention with its sinks, cuDNN 9.27's published
+prefill benchmark on the same three parts) against the 128-wide forward fit times the prefill
+form's head-size scaling, which the training path applies as well. Values are rounded to 3 significant digits before the
 stored predictions are computed.
 """
 from __future__ import annotations
@@ -26,16 +29,18 @@ from dse import catalog
 from dse.calibrate import Fit, round_sig
 from dse.calibrate.tables import KernelData
 from dse.perf.forms import training_attention as form
+from dse.perf.forms.attention import head_dims_scale
 
 FAMILY = "training_attention"
 STAND_IN = {"gb200": "GB200", "b200_sxm": "GB200", "gb300": "GB300", "b300_sxm": "GB300",
             "h200_sxm": "H200", "h100_sxm": "H200"}
 MEASURED_ON = {"GB200": "gb200", "GB300": "gb300", "H200": "h200"}   # the catalog system of each part
 DATA = "cudnn_sdpa_training.csv"
+NARROW = "cudnn_sdpa_head_dim.csv"   # forward latencies of 64-wide heads (GPT-OSS's, cuDNN 9.27)
 
 
-def published() -> pd.DataFrame:
-    with resources.files("dse.catalog").joinpath(DATA).open("r") as fh:
+def published(name: str = DATA) -> pd.DataFrame:
+    with resources.files("dse.catalog").joinpath(name).open("r") as fh:
         return pd.read_csv(fh)
 
 
@@ -50,6 +55,19 @@ def _fit_pass(keys, flops, latency_s, peak):
     p = least_squares(residual, [0.6, 1000.0], bounds=([0.05, 0.0], [1.0, 1e5])).x
     efficiency_max, half_keys = round_sig(p)
     return efficiency_max, half_keys, flops / (peak * form.efficiency(keys, efficiency_max, half_keys))
+
+
+def _fit_head_dim(rows, efficiency_max, half_keys, peak, softmax_dim):
+    """(head_dim_k, predicted seconds) of the 64-wide forward rows given the 128-wide forward fit and
+    the prefill form's head-size scaling (`softmax_dim`, the part's fitted attention_softmax_dim)."""
+    keys, flops = rows["seq"].to_numpy(float), _causal_flops(rows).to_numpy(float)
+    d, latency_s = rows["head_dim"].to_numpy(float), rows["fwd_ms"].to_numpy(float) * 1e-3
+    wide = peak * form.efficiency(keys, efficiency_max, half_keys) * head_dims_scale(softmax_dim, 2.0 * d)
+
+    def residual(p):
+        return np.log(flops / (wide * form.head_dim_factor(d, p[0]))) - np.log(latency_s)
+    k = round_sig(least_squares(residual, [100.0], bounds=([0.0], [1e4])).x)[0]
+    return k, flops / (wide * form.head_dim_factor(d, k))
 
 
 def fit(data: KernelData, gpu: str) -> list[Fit]:
@@ -68,6 +86,14 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
         params[f"{name}_efficiency_max"], params[f"{name}_half_keys"] = float(e), float(h)
         measured.append(latency_s)
         predicted.append(pred)
+    narrow = published(NARROW)
+    narrow = narrow[narrow["gpu"] == part]
+    softmax_dim = float(catalog.systems().loc[MEASURED_ON[part], "attention_softmax_dim"])
+    k, pred = _fit_head_dim(narrow, params["fwd_efficiency_max"], params["fwd_half_keys"], peak, softmax_dim)
+    params["head_dim_k"] = float(k)
+    measured.append(narrow["fwd_ms"].to_numpy(float) * 1e-3)
+    predicted.append(pred)
     basis = (f"cuDNN 9.19 fused attention fwd+bwd published in NVIDIA/cudnn-frontend sdpa_benchmark_training "
-             f"({part}, BF16 causal, {len(rows)} lengths 2K-32K; dse/catalog/{DATA})")
+             f"({part}, BF16 causal, {len(rows)} lengths 2K-32K; dse/catalog/{DATA}); head_dim_k on cuDNN 9.27's "
+             f"forward of 64-wide heads ({len(narrow)} lengths; dse/catalog/{NARROW})")
     return [Fit(FAMILY, gpu, "bf16", params, np.concatenate(measured), np.concatenate(predicted), basis)]

@@ -27,7 +27,7 @@ GEMM_PARAMS = ("efficiency_max", "tiles_per_wave", "k_ramp", "split_k_min_depth"
 MOE_PARAMS = ("floor_s", "efficiency_max", "memory_efficiency", "routed_bytes_per_element", "expert_overhead_s",
               "local_expert_overhead_s", "routing_s_per_selection", "routing_step_s")
 # dse.perf.forms.training_attention: (efficiency_max, half_keys) of the forward and of the backward
-TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys")
+TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys", "head_dim_k")
 FORMAT_FALLBACK = {
     "bf16": ("bf16",),
     "fp8": ("fp8", "bf16"),

@@ -119,7 +119,7 @@ on DGX B200 at micro-batch 1 run 2.7x slower per GPU than at micro-batch 4 on GB
 all-to-all overlap the combined 1F1B schedule also pays a host time per micro-batch and model chunk
 (`host_chunk_s`), so Qwen3-30B on DGX H100 with one layer per virtual stage runs 3.5x slower per layer
 than without the overlap. Still unexplained: Qwen3-235B on DGX B200 without the overlap (32% too fast),
-GPT-OSS in Megatron-Bridge (measured 1.3-1.8x slower than dse;
+GPT-OSS in Megatron-Bridge (measured 1.2-1.7x slower than dse;
 NeMo AutoModel's GPT-OSS rows are within 3-10%) and torchtitan's Llama 4 Scout runs (about 60% of
 dse's throughput with the torchtitan preset, whose grouped GEMMs run at torchao's measured speed).
 In inference, EP spreads the expert weights so decode reads fewer bytes per GPU,

@@ -10,10 +10,24 @@ fraction of the BF16 peak, `half_keys` the keys per query at which a pass reache
 The forward and the backward (2.5x the forward's FLOPs, recomputing the scores) have their own pair:
 the backward's dQ/dK/dV accumulations reach a smaller fraction of the peak.
 
+Heads narrower than 128 reach less. The prefill form's head-size scaling (dse.perf.forms.attention,
+fitted on TensorRT-LLM's FMHA kernels) applies to both passes; cuDNN's training-path kernels lose
+more on narrow heads (each score's exponential and rescale on the special-function units cost the
+same whatever the head size while its tensor-core work shrinks with it; GPT-OSS's 64-wide heads also
+carry attention sinks), a further
+
+    head_dim_factor(d) = min(1, [d / (d + head_dim_k)] / [128 / (128 + head_dim_k)])
+
+of the efficiency, 1 from d = 128 up. `head_dim_k` is fitted on cuDNN's forward of 64-wide heads and
+taken for the backward too (a projection).
+
 How each parameter carries over to an accelerator derived from technology:
   efficiency_max  a property of the kernel on a tensor-core generation: carries over unchanged.
   half_keys       the fixed work per query tile over the work per key: carries over unchanged
                   within a generation (it is in keys, not seconds).
+  head_dim_k      a score's non-tensor work in head-size units beyond what the prefill scaling
+                  holds (cuDNN's narrow-head tiles, sinks): carries over unchanged within a
+                  generation (a projection; fitted 41-54 on Hopper and Blackwell).
 """
 from __future__ import annotations
 
@@ -26,3 +40,10 @@ def efficiency(keys, efficiency_max, half_keys):
     """Fraction of the BF16 peak a training attention pass reaches with `keys` keys per query."""
     keys = np.maximum(np.asarray(keys, dtype=float), 1.0)
     return efficiency_max * keys / (keys + half_keys)
+
+
+def head_dim_factor(head_dim, head_dim_k):
+    """Efficiency of heads of size `head_dim` over that of 128-wide heads (1 where no fit or d >= 128)."""
+    d = np.asarray(head_dim, dtype=float)
+    k = np.nan_to_num(np.asarray(head_dim_k, dtype=float), nan=0.0)
+    return np.minimum(1.0, (d / (d + k)) * ((128.0 + k) / 128.0))
