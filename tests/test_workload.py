@@ -27,11 +27,13 @@ PUBLISHED_TOTAL = {  # name: (parameters, source)
     "llama3.1-70b": (70.6e9, "Meta Llama 3.1 model card"),
     "llama3.1-405b": (405.9e9, "Meta Llama 3.1 model card"),
     "mixtral-8x7b": (46.7e9, "Mistral AI, Mixtral of experts announcement (Dec 2023)"),
+    "mixtral-8x22b": (141e9, "Mistral AI, 'Cheaper, Better, Faster, Stronger' (Apr 2024): 141B parameters, 39B active"),
     "qwen3-235b-a22b": (235e9, "Qwen3-235B-A22B model card: 235B total, 22B activated"),
     "qwen3-30b-a3b": (30.5e9, "Qwen3-30B-A3B model card: 30.5B total, 3.3B activated"),
 }
 PUBLISHED_ACTIVE = {
     "mixtral-8x7b": (12.9e9, "Mistral AI announcement: 12.9B parameters used per token"),
+    "mixtral-8x22b": (39e9, "Mistral AI Mixtral 8x22B announcement: 39B active parameters"),
     "qwen3-235b-a22b": (22e9, "Qwen3-235B-A22B model card"),
     "qwen3-30b-a3b": (3.3e9, "Qwen3-30B-A3B model card"),
 }
