@@ -104,12 +104,6 @@ def inflight_layers(layers, pp, vp, microbatches):
     return layers / pp * np.minimum(pp, microbatches) * interleave
 
 
-def resident_layers(layers, pp, vp, microbatches, offload_layers):
-    """Layers' worth of activations held on the GPU: those in flight (inflight_layers) less the
-    layers offloaded to host memory (offload_layers needs pp 1: one micro-batch in flight)."""
-    return inflight_layers(layers, pp, vp, microbatches) - np.minimum(offload_layers, layers)
-
-
 def offload_exposed_s(offload_layers, layer_bytes, link_bytes_per_s, layers, fwd_layer_s, bwd_layer_s):
     """Exposed host-link time of one micro-batch's activation offloading: the offloaded layers'
     activations go to host memory during the forward and come back during the backward, on the

@@ -251,10 +251,13 @@ def activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer
     stored layer activations less the offloaded layers' (and the logits on a single stage), and the
     host-link copies of the offloaded layers that outlast the layers' compute."""
     act_layer = layer_activation_bytes(m, w, chosen, tp, cp, b)
-    activations = act_layer * M.resident_layers(m.layers, pp, vp, microbatches, w["offload_layers"])
+    offloading = w["offload_layers"] > 0
+    resident = M.inflight_layers(m.layers, pp, vp, microbatches)
+    resident = only_where(offloading, lambda: resident - np.minimum(w["offload_layers"], m.layers), resident)
     link = w["host_link_bandwidth_bytes_per_s"] * K["host_link_efficiency"]
-    offload = microbatches * M.offload_exposed_s(w["offload_layers"], act_layer, link, m.layers, layer.fwd, layer.bwd)
-    return activations + np.where(pp == 1, layer.tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0), offload
+    offload = only_where(offloading, lambda: microbatches * M.offload_exposed_s(
+        w["offload_layers"], act_layer, link, m.layers, layer.fwd, layer.bwd))
+    return act_layer * resident + np.where(pp == 1, layer.tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0), offload
 
 
 def optimizer_step_s(w, state, tp, cp, dp, ep, etp):
