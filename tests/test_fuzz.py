@@ -35,6 +35,7 @@ def _training_rows(seed: int) -> pd.DataFrame:
         "micro_batch": _numbers(rng, n, p2(0, 3)), "global_batch": _numbers(rng, n, dp * p2(0, 6)),
         "zero": _numbers(rng, n, rng.integers(0, 4, n)), "seq_len": _numbers(rng, n, p2(10, 15)),
         "recompute": rng.choice(["none", "selective", "full"], n), "precision": rng.choice(["bf16", "fp8"], n),
+        "offload_layers": _numbers(rng, n, np.where(rng.random(n) < 0.2, rng.integers(1, 100, n), 0)),
         "train_tokens": 1e12,
     })
 
