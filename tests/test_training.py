@@ -63,6 +63,8 @@ def test_eager_a2a_overlap_rows_are_host_paced_per_chunk(validation):
     # all three within 15% of the published throughput (they were 54-148% too fast without it).
     rows = validation.set_index("id").loc[["MB035", "MB045", "MB046"]]
     assert (rows["error_pct"].abs() <= 15.0).all(), rows[["model", "system", "error_pct"]]
+    # out of that fit: Megatron-LM's own Qwen3-235B recipe on B200 (12 chunks per stage, micro-batch 3)
+    assert abs(float(validation.set_index("id").loc["ML007", "error_pct"])) <= 10.0
 
 
 def _published_flops_per_token_outliers():
