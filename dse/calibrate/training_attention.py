@@ -14,8 +14,8 @@ over the part's rows; FLOPs are causal (half the score tiles) and the backward's
 `flash_backward_factor` times the forward's. `head_dim_k` then fits the forward of 64-wide heads
 (`cudnn_sdpa_head_dim.csv`: GPT-OSS's causal attention with its sinks, cuDNN 9.27's published
 prefill benchmark on the same three parts) against the 128-wide forward fit times the prefill
-form's head-size scaling, which the training path applies as well. Values are rounded to 3 significant digits before the
-stored predictions are computed.
+form's head-size scaling, which the training path applies as well. Values are rounded to 3
+significant digits before the stored predictions are computed.
 """
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
         return []
     rows = published()
     rows = rows[rows["gpu"] == part]
-    peak = float(catalog.systems().loc[MEASURED_ON[part], "peak_bf16_flops_per_s"])
+    system = catalog.systems().loc[MEASURED_ON[part]]
+    peak = float(system["peak_bf16_flops_per_s"])
     keys, flops = rows["seq"].to_numpy(float), _causal_flops(rows).to_numpy(float)
     backward = float(catalog.constant("flash_backward_factor"))
     measured, predicted, params = [], [], {}
@@ -88,8 +89,8 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
         predicted.append(pred)
     narrow = published(NARROW)
     narrow = narrow[narrow["gpu"] == part]
-    softmax_dim = float(catalog.systems().loc[MEASURED_ON[part], "attention_softmax_dim"])
-    k, pred = _fit_head_dim(narrow, params["fwd_efficiency_max"], params["fwd_half_keys"], peak, softmax_dim)
+    k, pred = _fit_head_dim(narrow, params["fwd_efficiency_max"], params["fwd_half_keys"], peak,
+                            float(system["attention_softmax_dim"]))
     params["head_dim_k"] = float(k)
     measured.append(narrow["fwd_ms"].to_numpy(float) * 1e-3)
     predicted.append(pred)

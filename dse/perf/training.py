@@ -254,9 +254,9 @@ def activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer
     offloading = w["offload_layers"] > 0
     resident = M.inflight_layers(m.layers, pp, vp, microbatches)
     resident = only_where(offloading, lambda: resident - np.minimum(w["offload_layers"], m.layers), resident)
-    link = w["host_link_bandwidth_bytes_per_s"] * K["host_link_efficiency"]
     offload = only_where(offloading, lambda: microbatches * M.offload_exposed_s(
-        w["offload_layers"], act_layer, link, m.layers, layer.fwd, layer.bwd), np.zeros(np.shape(offloading), np.float32))
+        w["offload_layers"], act_layer, w["host_link_bandwidth_bytes_per_s"] * K["host_link_efficiency"],
+        m.layers, layer.fwd, layer.bwd), np.zeros(np.shape(offloading), np.float32))
     return act_layer * resident + np.where(pp == 1, layer.tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0), offload
 
 
