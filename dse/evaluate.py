@@ -115,7 +115,8 @@ def training_inputs(work: dict, n: int) -> dict:
                adapter=schema.enum_codes(work, "adapter"), adapter_rank=np.asarray(f("adapter_rank"), dtype=MODEL_FLOAT),
                document_tokens=np.asarray(f("document_tokens"), dtype=MODEL_FLOAT),
                offload_layers=np.asarray(f("offload_layers"), dtype=MODEL_FLOAT),
-               **{k: _setting(work, k, "float") for k in ("host_layer_s", "host_expert_s", "host_chunk_s", "expert_gemm_efficiency")},
+               **{k: _setting(work, k, "float") for k in ("host_layer_s", "host_expert_s", "host_chunk_s", "expert_gemm_efficiency",
+                                                           "main_grad_bytes")},
                **{k: _setting(work, k, "bool") for k in ("flash_attention", "dp_overlap", "tp_overlap", "dp_hierarchical",
                                                          "moe_a2a_overlap", "cuda_graphs", "moe_pad_to_capacity")})
     return out

@@ -110,6 +110,24 @@ def test_gated_delta_net_layer():
     assert layer_flops(m, CTX) == pytest.approx(2 * params + scan, rel=1e-9)
 
 
+def test_recurrent_layers_store_what_their_fused_kernels_save_not_the_chunk_states():
+    # mamba_ssm's mamba_split_conv1d_scan_combined saves zxbcdt and out_x and recomputes the conv output
+    # and the chunk states; flash-linear-attention's chunk_gated_delta_rule saves q, k, v, g, beta and
+    # the intra-chunk matrix A and recomputes the states h: the stored bytes never grow with the
+    # state (head_dim x state per head), only with the projections
+    def stored(**kw):
+        return float(M.recurrent_activation_elements(one_layer(attention_layer_fraction=0, **kw), 1.0)[0])
+    mamba = dict(mamba_layer_fraction=1, mamba_heads=256, mamba_head_dim=64, mamba_groups=8, mamba_chunk=128)
+    a, b = stored(mamba_state_dim=128, **mamba), stored(mamba_state_dim=256, **mamba)
+    assert b - a == pytest.approx(2.0 * 2 * 8 * 128)                    # B and C of the in_proj output, 16-bit
+    assert stored(mamba_state_dim=128, **{**mamba, "mamba_chunk": 256}) == a
+    inner = 256 * 64                                                     # in_proj (z, x, B, C, dt), out_x, the norm's input, out_proj's input
+    assert a == pytest.approx(2.0 * (2 * inner + 2 * 8 * 128 + 256) + 2.0 * 2 * inner + 1.0 * inner)
+    gdn = dict(linear_attention_layer_fraction=1, linear_key_heads=16, linear_value_heads=32, linear_key_head_dim=128)
+    c64, c128 = (stored(linear_value_head_dim=128, linear_attention_chunk=c, **gdn) for c in (64, 128))
+    assert c128 - c64 == pytest.approx(2.0 * 32 * 64)                   # A: one chunk-wide 16-bit row per value head
+
+
 def test_mlp_and_moe_layers():
     f = 14336
     dense = model(layers=1, hidden=H, heads=32, vocab=V, ffn_hidden=f, gated_mlp=1, attention_layer_fraction=0)

@@ -3,11 +3,13 @@ ZeRO sharding of weights, gradients and Adam states, KV-cache bytes, in-flight p
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dse import resolve
+import dse
+from dse import catalog, resolve
 from dse.perf import memory
 from dse.workload import Model
 
@@ -114,33 +116,36 @@ def test_fewer_micro_batches_than_stages_hold_fewer_layers():
 
 # ---- ZeRO --------------------------------------------------------------------------------------------
 def test_mixed_precision_adam_bytes_per_parameter():
-    # 2 (bf16 weights) + 12 (fp32 master + Adam m, v); gradients 2 (bf16) or 4 (Megatron's fp32 main grads)
-    assert memory.WEIGHT_BYTES == 2 and memory.OPTIMIZER_BYTES == 12 and memory.GRAD_BYTES in (2, 4)
+    # 2 (bf16 weights) + 12 (fp32 master + Adam m, v); gradients 4 (Megatron's fp32 main grads) by
+    # default, 2 where the framework reduces them in bf16 (Megatron-Bridge's performance scripts)
+    assert memory.WEIGHT_BYTES == 2 and memory.OPTIMIZER_BYTES == 12
+    presets = catalog.frameworks().set_index("name")["main_grad_bytes"]
+    assert presets["default"] == 4 and presets["megatron-bridge"] == 2
 
 
 @pytest.mark.parametrize("d", [1, 8, 64])
 def test_zero_stages_shard_over_data_parallelism(d):
     psi = 1e9
-    W, G, O = memory.WEIGHT_BYTES, memory.GRAD_BYTES, memory.OPTIMIZER_BYTES
+    W, G, O = memory.WEIGHT_BYTES, 4.0, memory.OPTIMIZER_BYTES
     expected = {0: (W, G, O), 1: (W, G, O / d), 2: (W, G / d, O / d), 3: (W / d, G / d, O / d)}
     for stage, per_param in expected.items():
         got = memory.model_state_bytes(np.array([psi]), np.array([0.0]), np.array([stage]), np.array([float(d)]),
-                                       np.array([1.0]), np.array([0.0]))
+                                       np.array([1.0]), np.array([0.0]), G)
         assert tuple(float(x[0]) for x in got) == pytest.approx(tuple(psi * x for x in per_param), rel=1e-12), stage
 
 
 def test_zero3_holds_two_gathered_layers_and_expert_params_shard_over_expert_dp():
     dense, expert, layer_params = 1e9, 4e9, 2e8
     d_dense, d_expert = 32.0, 4.0
+    W, G, O = memory.WEIGHT_BYTES, 2.0, memory.OPTIMIZER_BYTES
     w, g, o = memory.model_state_bytes(np.array([dense]), np.array([expert]), np.array([3]), np.array([d_dense]),
-                                       np.array([d_expert]), np.array([layer_params]))
-    W, G, O = memory.WEIGHT_BYTES, memory.GRAD_BYTES, memory.OPTIMIZER_BYTES
+                                       np.array([d_expert]), np.array([layer_params]), G)
     assert float(w[0]) == pytest.approx(W * (dense / d_dense + expert / d_expert) + 2 * layer_params * W)
     assert float(g[0]) == pytest.approx(G * (dense / d_dense + expert / d_expert))
     assert float(o[0]) == pytest.approx(O * (dense / d_dense + expert / d_expert))
     # below ZeRO-3 there is no gathered-layer buffer
     w2, _, _ = memory.model_state_bytes(np.array([dense]), np.array([expert]), np.array([2]), np.array([d_dense]),
-                                        np.array([d_expert]), np.array([layer_params]))
+                                        np.array([d_expert]), np.array([layer_params]), G)
     assert float(w2[0]) == pytest.approx(W * (dense + expert))
 
 
@@ -148,7 +153,7 @@ def test_zero3_holds_two_gathered_layers_and_expert_params_shard_over_expert_dp(
 @given(st.integers(0, 3), st.sampled_from([1, 2, 8, 64, 1024]))
 def test_higher_zero_stage_never_holds_more(stage, d):
     args = lambda z: (np.array([1e9]), np.array([1e9]), np.array([z]), np.array([float(d)]),
-                      np.array([float(d)]), np.array([0.0]))
+                      np.array([float(d)]), np.array([0.0]), 4.0)
     lo, hi = sum(memory.model_state_bytes(*args(stage))), sum(memory.model_state_bytes(*args(min(stage + 1, 3))))
     assert float(hi[0]) <= float(lo[0])
 
@@ -179,3 +184,32 @@ def test_mla_latent_cache_is_replicated_over_tp():
     m = model(layers=1, hidden=7168, heads=128, kv_heads=128, head_dim=128, vocab=129280, kv_cache_dim=576)
     for tp in (1, 8):
         assert float(memory.kv_cache_bytes_per_token(m, np.array([float(tp)]), 2.0)[0]) == pytest.approx(576 * 2)
+
+
+# ---- main gradients -----------------------------------------------------------------------------------
+@PROPERTY
+@given(st.sampled_from(["llama3.1-8b", "mixtral-8x7b"]), st.integers(0, 3), st.sampled_from([1, 2, 4]))
+def test_bf16_main_gradients_halve_the_gradients_and_speed_up_their_reduction(name, zero, tp):
+    ep = 2 if name.startswith("mixtral") else 1
+    rows = [dict(model=name, system="h100-sxm", gpus=32, tp=tp, ep=ep, zero=zero, seq_len=4096, dp_overlap=False,
+                 main_grad_bytes=b) for b in (4, 2)]
+    fp32, bf16 = (r for _, r in dse.evaluate_training(pd.DataFrame(rows)).iterrows())
+    assert bf16["grads_bytes"] == pytest.approx(fp32["grads_bytes"] / 2, rel=1e-9)
+    assert (bf16["weights_bytes"], bf16["optimizer_bytes"]) == (fp32["weights_bytes"], fp32["optimizer_bytes"])
+    assert bf16["dp_comm_s"] < fp32["dp_comm_s"]
+
+
+# Megatron-Bridge v0.3.0 (NeMo 26.02) Nemotron-H 56B pre-training recipes: 64 GPUs, global batch 192,
+# micro-batch 1, seq 8192, FP8 current scaling, sequence parallel, no recompute; TP 2 on Blackwell, TP 8 on
+# H100 (scripts/performance/configs/nemotronh/nemotronh_workload_base_configs.py and recipes/nemotronh/
+# nemotronh.py); its performance script sets grad_reduce_in_fp32 False (BF16 main gradients)
+NEMOTRON_H = dict(model="nemotron-h-56b", gpus=64, global_batch=192, micro_batch=1, seq_len=8192, precision="fp8-cs",
+                  framework="megatron-bridge")
+
+
+def test_the_nemotron_h_recipes_fit_and_need_their_bf16_main_gradients_on_gb200():
+    rows = [dict(NEMOTRON_H, system=s, tp=t) for s, t in (("gb300", 2), ("gb200", 2), ("b300", 2), ("h100-sxm", 8))]
+    out = dse.evaluate_training(pd.DataFrame(rows))
+    assert out["fits"].all(), out[["mem_per_gpu_bytes", "infeasible_reason"]]
+    fp32 = dse.evaluate_training(pd.DataFrame([dict(NEMOTRON_H, system="gb200", tp=2, main_grad_bytes=4)]))
+    assert not fp32["fits"].iloc[0]

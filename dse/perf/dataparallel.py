@@ -24,12 +24,13 @@ def model_state(m, w, tp, pp, dp, cp, ep, etp):
     dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep, etp)
     layer_full = (m.mixer_params + m.dense_mlp_params) / tp
     weights, grads, optimizer = M.model_state_bytes(dense_params, expert_params, w["zero"], dp * cp,
-                                                    expert_dp(tp, cp, dp, ep, etp), layer_full)
+                                                    expert_dp(tp, cp, dp, ep, etp), layer_full, w["main_grad_bytes"])
     trained = (dense_params, expert_params)
     lora = A.frozen(w)
     if np.any(lora):
         adapters = A.adapter_params_per_gpu(m, w["adapter_rank"], tp, pp)
-        _, adapter_grads, adapter_optimizer = M.model_state_bytes(adapters, 0.0, w["zero"], dp * cp, 1.0, 0.0)
+        _, adapter_grads, adapter_optimizer = M.model_state_bytes(adapters, 0.0, w["zero"], dp * cp, 1.0, 0.0,
+                                                                  w["main_grad_bytes"])
         grads, optimizer = np.where(lora, adapter_grads, grads), np.where(lora, adapter_optimizer, optimizer)
         trained = (np.where(lora, adapters, dense_params), np.where(lora, 0.0, expert_params))
     return (dense_params, expert_params), trained, weights, grads, optimizer
@@ -49,7 +50,8 @@ def dp_collectives(net, place, m, w, dp, cp, ep, params, n_expert, trained):
     dense_params, expert_params = params
     zero, moe = w["zero"], m.is_moe
     n_dense = dp * cp
-    grad_dense, grad_expert = trained[0] * M.GRAD_BYTES, trained[1] * M.GRAD_BYTES
+    # the gradients are reduced in the main-gradient buffer's format
+    grad_dense, grad_expert = trained[0] * w["main_grad_bytes"], trained[1] * w["main_grad_bytes"]
     param_dense, param_expert = dense_params * M.WEIGHT_BYTES, expert_params * M.WEIGHT_BYTES
     d_in, e_in = place.dense_dp_in, place.expert_dp_in
     sharded = zero >= 1
@@ -64,7 +66,8 @@ def dp_collectives(net, place, m, w, dp, cp, ep, params, n_expert, trained):
 
 # The columns the model state and the data-parallel collectives depend on row by row (besides the
 # model and hardware).
-STATE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "topology_code", "dp_hierarchical", "adapter", "adapter_rank")
+STATE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "topology_code", "dp_hierarchical", "adapter", "adapter_rank",
+              "main_grad_bytes")
 
 
 class ModelState:

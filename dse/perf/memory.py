@@ -1,8 +1,9 @@
 """Memory per GPU: weights, gradients, optimizer states (ZeRO 0-3), activations (Korthikanti et al.
 2022, generalised to GQA, gated MLPs, MoE, FlashAttention, context parallelism). One place each.
 
-Mixed-precision Adam as Megatron runs it: BF16 weights (2 B), FP32 main gradients (4 B),
-FP32 master weights + Adam m and v (12 B): 18 bytes per parameter before sharding.
+Mixed-precision Adam as Megatron runs it: BF16 weights (2 B), main gradients (`main_grad_bytes`:
+FP32, 4 B, by default; BF16, 2 B, where a framework reduces gradients in BF16), FP32 master
+weights + Adam m and v (12 B): 18 bytes per parameter before sharding with FP32 gradients.
 ZeRO-1 shards the optimizer states over data parallelism, ZeRO-2 also the gradients,
 ZeRO-3 also the weights (then two layers' full weights are held gathered at a time).
 """
@@ -15,7 +16,6 @@ from dse.perf import recompute as RE
 
 # Bytes per parameter and per activation element (dse/catalog/constants.csv, with sources).
 WEIGHT_BYTES = catalog.constant("weight_bytes")
-GRAD_BYTES = catalog.constant("grad_bytes")
 OPTIMIZER_BYTES = catalog.constant("optimizer_bytes")
 ACT_BYTES = catalog.constant("activation_bytes")
 LOGITS_BYTES = catalog.constant("logits_bytes")
@@ -69,7 +69,7 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
                   - on(RE.MOE_ACT) * model.top_k * q_expert * model.moe_ffn)
         shared = np.where(on(RE.SHARED_EXPERTS), 0.0, model.shared_experts * act_per_ffn * model.moe_ffn)
         mlp_sharded = mlp_sharded + moe_fraction * np.where(on(RE.MOE), 0.0, routed + shared)
-    mlp_sharded = mlp_sharded + recurrent_activation_elements(model)
+    mlp_sharded = mlp_sharded + recurrent_activation_elements(model, q)
     # softmax output (+ dropout mask and output) per head over the whole key length; FlashAttention
     # keeps only an FP32 log-sum-exp per head.
     scores = model.attention_fraction * np.where(flash, 4.0 * a, (2.0 + 3.0 * drop) * a * model.seq_len)
@@ -81,19 +81,29 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     return per_token * micro_batch * seq_local
 
 
-def recurrent_activation_elements(model):
-    """Bytes per token a Mamba-2 or Gated DeltaNet layer stores for its backward (16-bit, sharded
-    over TP), averaged over the layers: the in_proj output, the conv output, the scan output and the
-    gated-norm output, and the FP32 chunk states of the scan."""
+def recurrent_activation_elements(model, saved_operand_bytes=2.0):
+    """Bytes per token a Mamba-2 or Gated DeltaNet layer stores for its backward (sharded over TP),
+    averaged over the layers, as Megatron-Core's mixers run their fused kernels, which recompute
+    the rest in the backward:
+    - Mamba-2 (mamba_ssm's mamba_split_conv1d_scan_combined, which saves zxbcdt and out_x only: the
+      conv output and the chunk states are recomputed; state-spaces/mamba ops/triton/ssd_combined.py):
+      the in_proj output, the scan output, the gated norm's input (a contiguous copy) and the
+      out_proj input;
+    - Gated DeltaNet (flash-linear-attention's chunk_gated_delta_rule, which saves q, k, v, g, beta
+      and the intra-chunk matrix A, and recomputes the chunk states h in the backward): the in_proj
+      output (the conv's input), the conv output (q, k, v), the norm input, the out_proj input and
+      A (16-bit, one chunk-wide row per token and value head).
+    The out_proj input is kept in the GEMM's format (`saved_operand_bytes`), the rest in 16 bits."""
+    q = saved_operand_bytes
     stored = 0.0
     if model.mamba is not None:
         mb = model.mamba
-        chunk_states = mb.heads * mb.head_dim * mb.state / np.minimum(mb.chunk, model.seq_len)
-        stored = stored + model.mamba_fraction * (2.0 * (mb.in_proj + mb.conv_dim + 2.0 * mb.inner) + 4.0 * chunk_states)
+        stored = stored + model.mamba_fraction * (2.0 * (mb.in_proj + 2.0 * mb.inner) + q * mb.inner)
     if model.linear is not None:
         la = model.linear
-        chunk_states = la.value_heads * la.key_head_dim * la.value_head_dim / np.minimum(la.chunk, model.seq_len)
-        stored = stored + model.linear_fraction * (2.0 * (la.in_proj + la.conv_dim + 2.0 * la.value_dim) + 4.0 * chunk_states)
+        intra_chunk = la.value_heads * np.minimum(la.chunk, model.seq_len)
+        stored = stored + model.linear_fraction * (2.0 * (la.in_proj + la.conv_dim + la.value_dim + intra_chunk)
+                                                   + q * la.value_dim)
     return stored
 
 
@@ -127,13 +137,13 @@ def parameters_per_gpu(model, tp, pp, ep, etp=None):
     return layers_per_stage * dense_per_layer + vocab, layers_per_stage * expert_per_layer
 
 
-def model_state_bytes(dense_params, expert_params, zero, dp_dense, dp_expert, layer_params_full):
-    """(weights, grads, optimizer) bytes per GPU for a ZeRO stage."""
+def model_state_bytes(dense_params, expert_params, zero, dp_dense, dp_expert, layer_params_full, grad_bytes):
+    """(weights, grads, optimizer) bytes per GPU for a ZeRO stage, `grad_bytes` per gradient."""
     def shard(stage_from):
         return (np.where(zero >= stage_from, dense_params / dp_dense, dense_params)
                 + np.where(zero >= stage_from, expert_params / dp_expert, expert_params))
     weights = WEIGHT_BYTES * shard(3) + np.where(zero >= 3, 2 * layer_params_full * WEIGHT_BYTES, 0.0)
-    grads = GRAD_BYTES * shard(2)
+    grads = grad_bytes * shard(2)
     optimizer = OPTIMIZER_BYTES * shard(1)
     return weights, grads, optimizer
 
