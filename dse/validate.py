@@ -74,7 +74,7 @@ def _model_columns(r) -> dict:
 
 # MoE settings the Megatron-Bridge rows take from the performance recipe that produced them
 STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule", "recompute_modules",
-                   "expert_precision")
+                   "expert_precision", "tp_overlap")
 
 
 def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:

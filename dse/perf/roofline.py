@@ -183,9 +183,12 @@ class Rates:
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
            training=False) -> "Rates":
         peak_gemm = gemm_peak_flops_per_s(precision, hw) if peak_gemm is None else peak_gemm
+        if training and np.any(np.asarray(precision) == CODE["nvfp4"]):
+            # training's NVFP4 GEMMs are Transformer Engine's (cuBLASLt), faster than the tables' kernels
+            peak_gemm = peak_gemm * np.where(np.asarray(precision) == CODE["nvfp4"], hw["training_nvfp4_gemm_speedup"], 1.0)
         experts = None
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
-            experts = cls.of(hw, expert_precision, memory_efficiency)
+            experts = cls.of(hw, expert_precision, memory_efficiency, training=training)
         train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS} if training else None
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,

@@ -135,21 +135,25 @@ class Layer:
         self.rerun_s, self.rerun_flops = RE.by_module(op_fwd, streams), RE.by_module(op_flops)
 
 
-def tp_comm(net, place, w, tp, layer, act_msg):
+def tp_comm(net, place, w, tp, layer, act_msg, gather_msg):
     """(forward, backward) exposed TP communication of one layer: 2 all-reduces, or with sequence
     parallelism 2 all-gathers + 2 reduce-scatters forward and 2 more all-gathers backward (the
     stored sharded GEMM inputs are gathered again for the weight gradients, Korthikanti Sec. 4.2.2);
-    one of each per sub-block (a hybrid layer with a mixer or an MLP alone has one);
-    overlapped TP (ring exchange in tp chunks) never hides its first chunk, and only exists inside
-    the scale-up domain: Transformer Engine's comm-GEMM overlap (userbuffers) exchanges through
-    CUDA IPC over NVLink, so a TP group that spans domains runs its collectives exposed. Also the
-    all-gather."""
+    one of each per sub-block (a hybrid layer with a mixer or an MLP alone has one). The
+    all-gathers carry `gather_msg`: a GEMM input gathered for a low-precision GEMM goes in its
+    quantized format (Transformer Engine quantizes before gathering: distributed.py _all_gather_fp8,
+    _all_gather_mxfp8, _all_gather_nvfp4), the reduce-scatters and all-reduces carry 16-bit outputs
+    (`act_msg`). Overlapped TP (ring exchange in tp chunks) never hides its first chunk, and only
+    exists inside the scale-up domain: Transformer Engine's comm-GEMM overlap (userbuffers)
+    exchanges through CUDA IPC over NVLink, so a TP group that spans domains runs its collectives
+    exposed. Also the 16-bit all-gather (the pipeline's gather of a scattered activation)."""
     sp = w["sp"]
     blocks = layer.blocks
     all_gather = only_where(tp > 1, lambda: net.all_gather_s(tp, place.tp_in, act_msg))
-    fwd = np.where(sp, blocks * (all_gather + only_where(sp & (tp > 1), lambda: net.reduce_scatter_s(tp, place.tp_in, act_msg))),
+    gather = only_where(sp & (tp > 1), lambda: net.all_gather_s(tp, place.tp_in, gather_msg))
+    fwd = np.where(sp, blocks * (gather + only_where(sp & (tp > 1), lambda: net.reduce_scatter_s(tp, place.tp_in, act_msg))),
                    only_where(~sp & (tp > 1), lambda: blocks * net.all_reduce_s(tp, place.tp_in, act_msg)))
-    bwd = fwd + np.where(sp, blocks * all_gather, 0.0)
+    bwd = fwd + np.where(sp, blocks * gather, 0.0)
     overlap = w["tp_overlap"] & (place.tp_in >= tp)
     fwd_exposed = np.where(overlap, np.maximum(fwd - layer.gemm_fwd, fwd / tp), fwd)
     bwd_exposed = np.where(overlap, np.maximum(bwd - 2 * layer.gemm_fwd, bwd / tp), bwd)
@@ -232,7 +236,8 @@ class LayerComm:
         net = Network(w)
         place = Placement(w["scaleup_domain"], tp, cp, ep, None, None, w["dp_hierarchical"], etp)  # no PP or DP group
         act_msg = layer.tokens * m.hidden * M.ACT_BYTES
-        self.tp_fwd, self.tp_bwd, self.all_gather = tp_comm(net, place, w, tp, layer, act_msg)
+        gather_msg = layer.tokens * m.hidden * L.GEMM_OPERAND_BYTES[w["precision"]]
+        self.tp_fwd, self.tp_bwd, self.all_gather = tp_comm(net, place, w, tp, layer, act_msg, gather_msg)
         self.ep_fwd = ep_comm(net, place, m, w, ep, layer.tokens, np.where(w["sp"], tp, 1.0), layer.routing)
         self.cp_fwd, self.cp_bwd = cp_comm(net, place, m, w, cp, tp, layer.tokens, layer)
 
