@@ -72,7 +72,8 @@ def _model_columns(r) -> dict:
     return {k: v for k, v in dims.items() if not np.isnan(v)}
 
 
-# MoE settings the Megatron-Bridge rows take from the performance recipe that produced them
+# Settings the Megatron-Bridge rows take from the performance recipe that produced them (MoE, CUDA graphs,
+# recompute modules, the TP-overlap switch)
 STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule", "recompute_modules",
                    "expert_precision", "tp_overlap")
 
