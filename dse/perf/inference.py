@@ -87,6 +87,11 @@ class Pass:
         self.layer_overhead, self.launch_overhead = real(w["layer_overhead_s"]), real(w["launch_overhead_s"])
         self.imbalance = w["moe_imbalance"]   # busiest expert's load over the mean (1: balanced, EPLB)
 
+    def weights_bytes(self, tp, pp, ep):
+        """Weights per GPU: the routed experts in their own format, the other parameters in the GEMMs'."""
+        dense_params, expert_params = M.parameters_per_gpu(self.m, tp, pp, ep)
+        return dense_params * self.operand + expert_params * self.expert_operand
+
     def rates(self, decode: bool) -> R.Rates:
         return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None,
                           self.peak_gemm, self.expert_precision)
@@ -230,8 +235,7 @@ def memory_parts(p: Pass, m, tp, pp, ep, seqs, mb_seqs, isl, osl, layers_per_sta
     of the attention layers, capped at their window or chunk, and the recurrent state of Mamba-2 /
     Gated DeltaNet layers: dse.perf.memory.cache_bytes_per_sequence) and the prefill working set
     (peak live tensors of one layer: buffers are reused layer to layer)."""
-    dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep)
-    weights = dense_params * p.operand + expert_params * p.expert_operand
+    weights = p.weights_bytes(tp, pp, ep)
     kv_cache = seqs * layers_per_stage * M.cache_bytes_per_sequence(m, tp, p.kv_bytes, isl + osl)
     tokens = mb_seqs * isl
     q_local = m.q_dim * (1.0 + m.output_gate) / tp

@@ -183,9 +183,10 @@ class Rates:
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
            training=False) -> "Rates":
         peak_gemm = gemm_peak_flops_per_s(precision, hw) if peak_gemm is None else peak_gemm
-        if training and np.any(np.asarray(precision) == CODE["nvfp4"]):
+        nvfp4 = np.asarray(precision) == CODE["nvfp4"]
+        if training and np.any(nvfp4):
             # training's NVFP4 GEMMs are Transformer Engine's (cuBLASLt), faster than the tables' kernels
-            peak_gemm = peak_gemm * np.where(np.asarray(precision) == CODE["nvfp4"], hw["training_nvfp4_gemm_speedup"], 1.0)
+            peak_gemm = peak_gemm * np.where(nvfp4, hw["training_nvfp4_gemm_speedup"], 1.0)
         experts = None
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
             experts = cls.of(hw, expert_precision, memory_efficiency, training=training)

@@ -125,8 +125,7 @@ def kv_capacity(p: Pass, w, m, tp, pp, ep, ctx, chunk_tokens, layers_per_stage):
     block = np.maximum(w["kv_block_tokens"], 1.0)
     ctx_blocks = np.ceil(ctx / block) * block
     per_request = layers_per_stage * M.cache_bytes_per_sequence(m, tp, p.kv_bytes, ctx_blocks)
-    dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep)
-    weights = dense_params * p.operand + expert_params * p.expert_operand
+    weights = p.weights_bytes(tp, pp, ep)
     q_local = m.q_dim * (1.0 + m.output_gate) / tp
     ffn_local = np.maximum(m.ffn, m.moe_ffn * (m.top_k + m.shared_experts)) / tp
     working = chunk_tokens * (2 * m.hidden + np.maximum(q_local + L.kv_pair_local(m, tp), m.mlp_mats * ffn_local)) * M.ACT_BYTES
