@@ -374,3 +374,20 @@ def test_hardware_catalog_rows_have_a_basis():
         t = tables._read(file)
         basis = t["basis"] if "basis" in t else t["source"]
         assert basis.fillna("").str.len().gt(15).all(), file
+
+
+def test_grace_hopper_is_the_h100_gpu_with_more_hbm_bandwidth():
+    # GH200 carries the H100 GPU (same tensor peaks) with 96 GB HBM3 at 4 TB/s or 144 GB HBM3e at
+    # 4.9 TB/s: the same compute-bound prefill, a memory-bound decode faster in proportion to the
+    # bandwidth, and a 70B FP8 model with 24 sequences' cache that fits one superchip (not one 80 GB H100)
+    row = dict(model="llama3.1-70b", gpus=1, batch=24, isl=2048, osl=256, precision="fp8", framework="tensorrt-llm")
+    out = dse.evaluate_inference(pd.DataFrame([dict(row, system=s) for s in ("h100-sxm", "gh200", "gh200-144gb")]))
+    assert not out["fits"].iloc[0] and out["fits"].iloc[1:].all()
+    gh, gh144 = out.iloc[1], out.iloc[2]
+    assert gh144["tpot_s"] < gh["tpot_s"]
+    assert gh["tpot_s"] / gh144["tpot_s"] == pytest.approx(4.9 / 4.0, rel=0.15)
+    assert gh["ttft_s"] == pytest.approx(gh144["ttft_s"], rel=0.05)
+    systems = catalog.systems()
+    assert systems.loc["gh200", "peak_bf16_flops_per_s"] == systems.loc["h100-sxm", "peak_bf16_flops_per_s"]
+    # NVLink-C2C to Grace: 450 GB/s per direction, seven times a PCIe Gen5 x16 host link
+    assert systems.loc["gh200", "host_link_bandwidth_bytes_per_s"] > 7 * systems.loc["h100-sxm", "host_link_bandwidth_bytes_per_s"]
