@@ -391,3 +391,15 @@ def test_grace_hopper_is_the_h100_gpu_with_more_hbm_bandwidth():
     assert systems.loc["gh200", "peak_bf16_flops_per_s"] == systems.loc["h100-sxm", "peak_bf16_flops_per_s"]
     # NVLink-C2C to Grace: 450 GB/s per direction, seven times a PCIe Gen5 x16 host link
     assert systems.loc["gh200", "host_link_bandwidth_bytes_per_s"] > 7 * systems.loc["h100-sxm", "host_link_bandwidth_bytes_per_s"]
+
+
+def test_mi325x_is_the_mi300x_with_hbm3e():
+    # same CDNA 3 compute; 256 GB at 6 TB/s against 192 GB at 5.3: decode faster by about the
+    # bandwidth ratio, the compute-bound prefill unchanged
+    systems = catalog.systems()
+    assert systems.loc["mi325x", "peak_fp8_flops_per_s"] == systems.loc["mi300x", "peak_fp8_flops_per_s"]
+    row = dict(model="llama3.1-70b", gpus=1, batch=64, isl=2048, osl=256, precision="fp8", framework="vllm")
+    out = dse.evaluate_inference(pd.DataFrame([dict(row, system=s) for s in ("mi300x", "mi325x")]))
+    old, new = out.iloc[0], out.iloc[1]
+    assert 1.0 < old["tpot_s"] / new["tpot_s"] <= 6.0 / 5.3 + 1e-9
+    assert new["ttft_s"] == pytest.approx(old["ttft_s"], rel=0.03)
