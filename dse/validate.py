@@ -29,6 +29,8 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from dse import catalog
+
 GIB = 2**30
 
 
@@ -78,6 +80,12 @@ STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter"
                    "expert_precision", "tp_overlap")
 
 
+# A row that states dropless routing with a real (auxiliary-loss) router runs the dropless-training
+# scenario: the busiest expert at the `default` preset's moe_imbalance, whatever its own preset assumes
+# (Megatron-Bridge's forced balance).
+DROPLESS_IMBALANCE = float(catalog.frameworks().loc["default", "moe_imbalance"])
+
+
 def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
     """Evaluate-training input rows for the validation table, and a skip reason per row."""
     records = []
@@ -98,6 +106,8 @@ def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
         gpus, gb = _num(r["gpus"], 1.0), _num(r["global_batch"], 1.0)
         rec.update(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=gpus / (tp * pp * cp), global_batch=gb,
                    micro_batch=_num(r["micro_batch"], 1.0))
+        if r.get("dse_routing") == "dropless":   # real (auxiliary-loss) routing under a forced-balance preset:
+            rec["moe_imbalance"] = DROPLESS_IMBALANCE  # the dropless-training scenario's default
         for name in ("etp", "mtp_layers", "document_tokens", "offload_layers"):   # stated (default: etp = tp,
             # no MTP, unpacked, no activation offloading)
             value = _num(r.get(name, ""))

@@ -296,3 +296,20 @@ def test_overlapped_exchanges_hide_only_behind_their_partner_chunks(ep_fwd, attn
     assert exposed >= pooled - 1e-12                # and never hides more than one shared window would
     if ep_fwd / 2 <= min(attn_fwd, moe_fwd, attn_bwd, moe_bwd):   # every exchange fits its partner
         assert exposed == pytest.approx(2 * ep_fwd * sm / (1 - sm))  # only the SMs it holds show
+
+
+def test_dropless_validation_rows_run_the_dropless_scenario():
+    # Megatron-MoE-ModelZoo publishes each long-context Qwen3-235B run twice, forced-balance and
+    # dropless (an auxiliary-loss router): the dropless twin takes the dropless-training imbalance
+    # of the `default` preset instead of Megatron-Bridge's forced balance, and is the slower one,
+    # as measured (295 against 237 TFLOP/s at 16K)
+    from dse.catalog import frameworks
+    from dse.validate import TRAINING_FILES, _read_csv, training_inputs
+    table = pd.concat([_read_csv(f) for f in TRAINING_FILES], ignore_index=True).set_index("id")
+    pair = table.loc[["MZ007", "MZ008"]]
+    assert pair["measured_value"].astype(float).iloc[1] > pair["measured_value"].astype(float).iloc[0]
+    frame, _ = training_inputs(pair)
+    assert frame["moe_imbalance"].iloc[1] == float(frameworks().loc["default", "moe_imbalance"])
+    assert pd.isna(frame["moe_imbalance"].iloc[0])
+    step = dse.evaluate_training(frame.reset_index(drop=True))["step_time_s"].to_numpy()
+    assert step[1] > step[0]
