@@ -74,10 +74,10 @@ def _model_columns(r) -> dict:
     return {k: v for k, v in dims.items() if not np.isnan(v)}
 
 
-# Settings the Megatron-Bridge rows take from the performance recipe that produced them (MoE, CUDA graphs,
-# recompute modules, the TP-overlap switch)
+# Settings a row takes from the recipe or script that produced it (MoE, CUDA graphs, recompute modules,
+# the TP-overlap switch, the DDP implementation of Narayanan et al.'s scripts)
 STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule", "recompute_modules",
-                   "expert_precision", "tp_overlap")
+                   "expert_precision", "tp_overlap", "dp_overlap")
 
 
 # A row that states dropless routing with a real (auxiliary-loss) router runs the dropless-training
