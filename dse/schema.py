@@ -121,13 +121,14 @@ BOOL_WORDS = {"true": True, "yes": True, "1": True, "on": True, "1.0": True,
               "false": False, "no": False, "0": False, "off": False, "none": False, "0.0": False}
 
 
-# Megatron-Core's selective-recompute modules (--recompute-modules), one bit each; a blank list is
-# Megatron-Core's default, core_attn (TransformerConfig.recompute_modules).
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts")
+# Megatron-Core's selective-recompute modules (--recompute-modules), one bit each, and mlp_up (the
+# MLP's hidden layer re-run from its up-projection, as MaxText's remat policies that save the
+# down-projection output do); a blank list is Megatron-Core's default, core_attn.
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "moe_act", "mlp", "moe", "shared_experts", "mlp_up")
 RECOMPUTE_MODULE_ALIASES = {**{name: name for name in RECOMPUTE_MODULES}, "core_attention": "core_attn",
                             "attention": "core_attn", "norm": "layernorm", "rmsnorm": "layernorm",
                             "act": "moe_act", "up_proj": "mla_up_proj", "mla_up": "mla_up_proj",
-                            "shared_expert": "shared_experts"}
+                            "shared_expert": "shared_experts", "mlpwi": "mlp_up", "mlp_fc1": "mlp_up"}
 
 
 def module_bit(name: str) -> int:

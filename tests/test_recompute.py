@@ -100,3 +100,28 @@ def test_recomputing_the_moe_layer_reruns_its_shared_experts_once():
     out = _rows(recompute_modules=["moe", "moe,shared_experts"])
     assert out["recompute_s"].iloc[0] == out["recompute_s"].iloc[1]
     assert out["activations_bytes"].iloc[0] == out["activations_bytes"].iloc[1]
+
+
+def test_mlp_up_frees_the_mlp_hidden_layer_and_reruns_only_its_up_projection():
+    # MaxText's save_dot_except_mlpwi keeps the down projection's output: the MLP's hidden layer is
+    # freed as with `mlp`, but the backward re-runs the up/gate GEMMs only (2 of the 3 MLP GEMMs
+    # of a gated MLP), so its recompute lies strictly between the attention core's and the MLP's
+    job = dict(model="llama2-70b", system="h100-sxm", framework="maxtext", gpus=64, micro_batch=2, global_batch=128,
+               precision="bf16", recompute="selective")
+    out = dse.evaluate_training(pd.DataFrame([dict(job, recompute_modules=m) for m in
+                                              ("core_attn", "core_attn,mlp_up", "core_attn,mlp", "core_attn,mlp,mlp_up")]))
+    attn, up, mlp, both = (out.iloc[i] for i in range(4))
+    assert up["activations_bytes"] == pytest.approx(mlp["activations_bytes"], rel=1e-9)
+    assert up["activations_bytes"] < attn["activations_bytes"]
+    assert attn["recompute_s"] < up["recompute_s"] < mlp["recompute_s"]
+    assert (up["recompute_s"] - attn["recompute_s"]) / (mlp["recompute_s"] - attn["recompute_s"]) == pytest.approx(2 / 3, abs=0.1)
+    assert both["recompute_s"] == pytest.approx(mlp["recompute_s"], rel=1e-9)   # mlp already re-runs the up projection
+    assert schema.module_mask("mlpwi") == schema.module_bit("mlp_up")
+
+
+def test_maxtext_llama2_70b_bf16_rows_with_their_recipes_remat_policy():
+    # DGX Cloud 25.01 MaxText Llama 2 70B BF16 (64-2048 H100, FSDP): the recipe's remat policy
+    # re-runs the attention core, norms and MLP up projection; the published step times within 3%
+    from dse.validate import training_results
+    rows = training_results().set_index("id").loc[[f"T0{i}" for i in range(188, 194)]]
+    assert (rows["error_pct"].abs() < 3).all(), rows[["measured", "predicted", "error_pct"]]

@@ -60,7 +60,7 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     # both projections and the output
     act_per_ffn = (model.mlp_mats - 1) * 2.0 + q
     dense_mlp = (model.mlp_fraction - moe_fraction) * act_per_ffn * model.ffn
-    mlp_sharded = np.where(on(RE.MLP), 0.0, dense_mlp)
+    mlp_sharded = np.where(on(RE.MLP) | on(RE.MLP_UP), 0.0, dense_mlp)
     if np.any(moe_fraction > 0):
         # routed copies: the permuted input and the hidden layers of top_k experts (moe_act frees
         # the activation output); shared experts

@@ -14,6 +14,9 @@
     moe_act         the experts' activation output, re-run as one element-wise kernel.
     mlp             the dense layers' MLP: its hidden activations, re-run as both GEMMs (and their
                     TP communication).
+    mlp_up          the dense layers' MLP hidden activations, as mlp, re-run from the up (and gate)
+                    projection alone: the down projection's output stays stored (MaxText's remat
+                    policies save_dot_except_mlpwi and custom with mlpwo on device).
     shared_experts  the shared experts' hidden activations, re-run as their GEMMs.
     moe             the whole MoE layer: router, dispatch, experts, combine (the expert-parallel
                     exchange runs again: dse.perf.training.ep_exposed).
@@ -25,13 +28,14 @@ import numpy as np
 from dse.perf.layer import Op
 from dse.schema import RECOMPUTE_MODULES, module_bit
 
-CORE_ATTN, LAYERNORM, MLA_UP_PROJ, MOE_ACT, MLP, MOE, SHARED_EXPERTS = (module_bit(n) for n in RECOMPUTE_MODULES)
+CORE_ATTN, LAYERNORM, MLA_UP_PROJ, MOE_ACT, MLP, MOE, SHARED_EXPERTS, MLP_UP = (module_bit(n) for n in RECOMPUTE_MODULES)
 
 # the forward ops of the inventory (dse.perf.layer, dse.perf.mixers) each module re-runs
 RERUN_OPS = {
     CORE_ATTN: ("attention", "attention_scores", "attention_av", "attention_softmax"),
     MLA_UP_PROJ: ("mla_q_up", "mla_kv_up"),
     MLP: ("mlp_up_gate", "mlp_down"),
+    MLP_UP: ("mlp_up_gate",),
     SHARED_EXPERTS: ("shared_expert_up_gate", "shared_expert_down"),
     MOE: ("router", "experts", "shared_expert_up_gate", "shared_expert_down"),
 }
@@ -73,12 +77,15 @@ def by_module(per_op: dict, streams: dict | None = None) -> dict:
 
 def _rerun(chosen, per_module: dict):
     """Sum of `per_module` (bit -> seconds or FLOPs) over each row's `chosen` modules; the shared
-    experts count once where `moe` re-runs them with the rest of the layer."""
+    experts count once where `moe` re-runs them with the rest of the layer, the up projection once
+    where `mlp` re-runs the whole MLP."""
     total = 0.0
     for bit, value in per_module.items():
         on = modules_on(chosen, bit)
         if bit == SHARED_EXPERTS:
             on = on & ~modules_on(chosen, MOE)
+        if bit == MLP_UP:
+            on = on & ~modules_on(chosen, MLP)
         if np.any(on):
             total = total + np.where(on, value, 0.0)
     return total
@@ -91,9 +98,10 @@ def layer_recompute_s(w, chosen, layer, tp_fwd):
     if not np.any(chosen):
         return seconds
     seconds = seconds + _rerun(chosen, layer.rerun_s)
-    # the dense MLP's TP all-gather and reduce-scatter: one of the layer's two sub-blocks
-    mlp = modules_on(chosen, MLP)
-    return seconds + np.where(mlp, tp_fwd * layer.dense_share / layer.blocks, 0.0) if np.any(mlp) else seconds
+    # the dense MLP's TP all-gather and reduce-scatter: one of the layer's two sub-blocks (the
+    # all-gather alone, half of it, ahead of a re-run up projection)
+    mlp = np.where(modules_on(chosen, MLP), 1.0, np.where(modules_on(chosen, MLP_UP), 0.5, 0.0))
+    return seconds + mlp * tp_fwd * layer.dense_share / layer.blocks if np.any(mlp) else seconds
 
 
 def layer_recompute_flops(chosen, layer):
