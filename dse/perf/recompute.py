@@ -100,8 +100,11 @@ def layer_recompute_s(w, chosen, layer, tp_fwd):
     seconds = seconds + _rerun(chosen, layer.rerun_s)
     # the dense MLP's TP all-gather and reduce-scatter: one of the layer's two sub-blocks (the
     # all-gather alone, half of it, ahead of a re-run up projection)
-    mlp = np.where(modules_on(chosen, MLP), 1.0, np.where(modules_on(chosen, MLP_UP), 0.5, 0.0))
-    return seconds + mlp * tp_fwd * layer.dense_share / layer.blocks if np.any(mlp) else seconds
+    mlp, up = modules_on(chosen, MLP), modules_on(chosen, MLP_UP)
+    if not (np.any(mlp) or np.any(up)):
+        return seconds
+    tp_mlp = tp_fwd * layer.dense_share / layer.blocks
+    return seconds + np.where(mlp, tp_mlp, np.where(up, 0.5 * tp_mlp, 0.0))
 
 
 def layer_recompute_flops(chosen, layer):
