@@ -290,6 +290,8 @@ def serving_results() -> pd.DataFrame:
                           "disaggregated": t["disaggregated"] == "yes", "moe_dispatcher": t["dse_moe_dispatcher"],
                           "moe_a2a_overlap": t["dse_moe_a2a_overlap"] == "yes",
                           **{k: t[k].map(_num) for k in SERVING_NUMBERS}})
+    if "dse_routing" in t:   # an expert load balancer (EPLB, redundant experts) evens the loads the
+        frame["moe_imbalance"] = np.where(t["dse_routing"] == "eplb", 1.0, np.nan)   # presets take as skewed
     out = dse.evaluate_serving(frame)
     metric = t["measured_metric_name"]
     predicted = pd.Series([out[m].iloc[i] for i, m in enumerate(metric)], index=t.index, dtype=float)

@@ -261,15 +261,21 @@ def test_serving_skew_paces_the_busiest_expert_parallel_rank():
     assert first(moe_imbalance=4.0) == pytest.approx(first(moe_imbalance=1.0), rel=1e-9)
 
 
-def test_tensorrt_llm_serves_the_calibrated_power_law_skew():
-    # The tensorrt-llm preset's routing skew is not set on the validation rows: it is the busiest
+def test_serving_presets_take_the_calibrated_power_law_skew():
+    # The serving engines' routing skew is not set on the validation rows: it is the busiest
     # expert's load that `dse calibrate` fits on the power-law (alpha 1.01) MoE kernel tables, the
-    # traffic AIConfigurator assumes for TensorRT-LLM serving, pooled by its median over the GPUs.
+    # traffic AIConfigurator assumes for TensorRT-LLM serving, pooled by its median over the GPUs;
+    # runs with an expert load balancer state it (SGLang's wide-EP rows: redundant experts)
     from dse.catalog import frameworks, kernel_fits
     fits = kernel_fits()
     ratios = fits.loc[fits["parameter"] == "power_law_1.01_busiest_expert_ratio", "value"].astype(float)
     assert len(ratios) >= 5
-    assert float(frameworks().loc["tensorrt-llm", "moe_imbalance"]) == float(f"{np.median(ratios):.2g}")
+    for engine in ("tensorrt-llm", "vllm", "sglang"):
+        assert float(frameworks().loc[engine, "moe_imbalance"]) == float(f"{np.median(ratios):.2g}"), engine
+    from dse.validate import _read_csv
+    table = _read_csv("serving.csv")
+    redundant = table["experts"].map(lambda v: float(v) if v else 0.0) > 256
+    assert (table.loc[redundant, "dse_routing"] == "eplb").all()
     # with it, TensorRT-LLM's published DeepSeek-R1 max-throughput runs (EP 8, attention DP) within 10%
     from dse.validate import serving_results
     rows = serving_results().set_index("id").loc[["S006", "S007", "S008"]]

@@ -33,8 +33,9 @@ def build(report, quick: bool = False) -> None:
     frames = []
     for model, (gpus, isl, osl, framework, precision, kv) in JOBS.items():
         space = serve.space(model, SYSTEMS, gpus[:1] if quick else gpus, isl, osl, framework, precision, kv)
-        if model == "deepseek-v3":   # DeepEP dispatch under two-batch overlap, as the SGLang rows run
-            space["moe_dispatcher"], space["moe_a2a_overlap"] = "flex", True
+        if model == "deepseek-v3":   # DeepEP dispatch under two-batch overlap and EPLB-balanced experts,
+            space["moe_dispatcher"], space["moe_a2a_overlap"] = "flex", True   # as the SGLang rows run
+            space["moe_imbalance"] = 1.0
         frames.append(dse.evaluate_serving(space))
     results = pd.concat(frames, ignore_index=True)
     fronts = serve.front(results, by=("model", "system", "disaggregated"))
@@ -57,7 +58,7 @@ def build(report, quick: bool = False) -> None:
 ## Setup
 `dse serve` for two models: Llama-3 70B (FP8 weights and KV cache, vLLM scheduler defaults, 8 GPUs,
 1024 in / 1024 out) and DeepSeek-V3 (FP8 block-scaled weights, BF16 MLA cache, SGLang scheduler with
-DeepEP dispatch and two-batch overlap, 16{'' if quick else ' and 32'} GPUs, 2048 in / 1024 out), on H100, B200 and GB200.
+DeepEP dispatch, two-batch overlap and EPLB-balanced experts, 16{'' if quick else ' and 32'} GPUs, 2048 in / 1024 out), on H100, B200 and GB200.
 Every tp x pp (x ep) mapping, aggregated and disaggregated (prefill on 1/8, 1/4 or 1/2 of the GPUs),
 at 1 to 1024 requests per replica and at as many as fit: {len(results):,} configurations. The
 comparisons above are the published per-pool throughputs of SGLang's large-scale expert-parallel
