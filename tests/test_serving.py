@@ -161,3 +161,20 @@ def test_sglang_gb200_part_two_decode_is_the_optimized_stack_dse_models():
     assert abs(rows.loc["S009", "error_pct"]) < 10.0
     # the newer kernels' gain is the software's, which dse (one preset) does not see
     assert rows.loc["S005", "predicted"] == pytest.approx(rows.loc["S009", "predicted"], rel=1e-6)
+
+
+def test_serve_cli_eplb_evens_the_expert_loads():
+    # the serving presets take skewed routing (the model's router, no load balancer); --eplb states
+    # redundant experts placed by a load balancer: the busiest rank no longer paces the experts, so
+    # the best wide-EP configuration serves more per GPU
+    import subprocess
+    import sys
+
+    def best(*extra):
+        r = subprocess.run([sys.executable, "-m", "dse.cli", "serve", "deepseek-v3", "--system", "h100-sxm",
+                            "--gpus", "16", "--aggregated-only", "--framework", "sglang", "--precision", "fp8-block",
+                            *extra], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("h100-sxm")][0]
+        return float(line.split()[-3].replace(",", ""))   # the tok/s/GPU column
+    assert best("--eplb") > 1.05 * best()

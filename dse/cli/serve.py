@@ -77,6 +77,8 @@ def run(args) -> int:
     frame = serve.space(args.model, systems, gpus, args.isl, args.osl, args.framework, args.precision,
                         args.kv_precision, disaggregated=not args.aggregated_only,
                         expert_precision=args.expert_precision)
+    if args.eplb:   # redundant experts placed by a load balancer: even expert loads, not the preset's skew
+        frame["moe_imbalance"] = 1.0
     results = dse.evaluate_serving(frame)
     chosen = serve.best(results, ttft, tpot).groupby(["system", "gpus"], observed=True).head(1)
     print(f"{args.model}, isl {args.isl}, osl {args.osl}: {len(results):,} configurations evaluated; "
@@ -122,5 +124,8 @@ def register(sub) -> None:
                                               "e.g. nvfp4 (an NVFP4 expert checkpoint beside FP8 attention)")
     p.add_argument("--kv-precision", help="KV-cache number format, e.g. fp8")
     p.add_argument("--aggregated-only", action="store_true", help="skip disaggregated prefill/decode splits")
+    p.add_argument("--eplb", action="store_true",
+                   help="an expert-parallel load balancer (redundant experts) evens the MoE expert loads "
+                        "(moe_imbalance 1; default: the preset's skewed serving routing)")
     p.add_argument("--out", help="directory for front.parquet, front.png and points.parquet")
     p.set_defaults(func=run)
