@@ -75,9 +75,10 @@ def _model_columns(r) -> dict:
 
 
 # Settings a row takes from the recipe or script that produced it (MoE, CUDA graphs, recompute modules,
-# the TP-overlap switch, the DDP implementation of Narayanan et al.'s scripts)
+# the TP-overlap switch, the DDP implementation of Narayanan et al.'s scripts, an expert capacity)
 STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule", "recompute_modules",
-                   "expert_precision", "tp_overlap", "dp_overlap")
+                   "expert_precision", "tp_overlap", "dp_overlap", "moe_pad_to_capacity")
+STATED_NUMBERS = ("moe_capacity_factor",)
 
 
 # A row that states dropless routing with a real (auxiliary-loss) router runs the dropless-training
@@ -106,6 +107,10 @@ def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
         gpus, gb = _num(r["gpus"], 1.0), _num(r["global_batch"], 1.0)
         rec.update(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=gpus / (tp * pp * cp), global_batch=gb,
                    micro_batch=_num(r["micro_batch"], 1.0))
+        for name in STATED_NUMBERS:
+            value = _num(r.get(f"dse_{name}", ""))
+            if value == value:
+                rec[name] = value
         if r.get("dse_routing") == "dropless":   # real (auxiliary-loss) routing under a forced-balance preset:
             rec["moe_imbalance"] = DROPLESS_IMBALANCE  # the dropless-training scenario's default
         for name in ("etp", "mtp_layers", "document_tokens", "offload_layers"):   # stated (default: etp = tp,

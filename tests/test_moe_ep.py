@@ -319,3 +319,19 @@ def test_dropless_validation_rows_run_the_dropless_scenario():
     assert pd.isna(frame["moe_imbalance"].iloc[0])
     step = dse.evaluate_training(frame.reset_index(drop=True))["step_time_s"].to_numpy()
     assert step[1] > step[0]
+
+
+def test_grok_rows_run_their_recipes_padded_capacity():
+    # DGX Cloud's Grok-1 recipe pads every expert to capacity factor 1.0 (grok1_314b.yaml): each
+    # computes exactly its capacity, so the routing skew no longer moves the step, and the BF16
+    # rows at 64-2048 GPUs fall within 3% of the published step times
+    from dse.validate import TRAINING_FILES, _read_csv, training_inputs, training_results
+    table = pd.concat([_read_csv(f) for f in TRAINING_FILES], ignore_index=True).set_index("id")
+    rows = table.loc[[f"T0{i}" for i in range(160, 166)]]
+    frame, _ = training_inputs(rows)
+    assert (frame["moe_capacity_factor"] == 1.0).all() and (frame["moe_pad_to_capacity"] == "yes").all()
+    frame = frame.reset_index(drop=True)
+    steps = [dse.evaluate_training(frame.assign(moe_imbalance=imb))["step_time_s"].to_numpy() for imb in (1.0, 2.0)]
+    np.testing.assert_allclose(steps[0], steps[1], rtol=1e-9)
+    errors = training_results().set_index("id").loc[rows.index, "error_pct"]
+    assert (errors.abs() < 3).all(), errors
