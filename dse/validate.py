@@ -78,13 +78,17 @@ def _model_columns(r) -> dict:
 # the TP-overlap switch, the DDP implementation of Narayanan et al.'s scripts, an expert capacity)
 STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule", "recompute_modules",
                    "expert_precision", "tp_overlap", "dp_overlap", "moe_pad_to_capacity")
-STATED_NUMBERS = ("moe_capacity_factor",)
+# Numbers a row states (default: etp = tp, no MTP, unpacked, no offloading, dropless experts)
+STATED_NUMBERS = ("etp", "mtp_layers", "document_tokens", "offload_layers", "dse_moe_capacity_factor")
 
 
-# A row that states dropless routing with a real (auxiliary-loss) router runs the dropless-training
-# scenario: the busiest expert at the `default` preset's moe_imbalance, whatever its own preset assumes
-# (Megatron-Bridge's forced balance).
-DROPLESS_IMBALANCE = float(catalog.frameworks().loc["default", "moe_imbalance"])
+def routing_imbalance(routing) -> np.ndarray:
+    """moe_imbalance of the routing a row states (`dse_routing`), NaN (the preset's) where it states
+    none: `dropless`, a real auxiliary-loss router under a forced-balance preset, takes the
+    dropless-training scenario of the `default` preset; `eplb`, redundant experts placed by a load
+    balancer, evens the loads the serving presets take as skewed."""
+    scenario = {"dropless": float(catalog.frameworks().loc["default", "moe_imbalance"]), "eplb": 1.0}
+    return np.array([scenario.get(v, np.nan) for v in routing], dtype=float)
 
 
 def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
@@ -107,19 +111,14 @@ def training_inputs(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
         gpus, gb = _num(r["gpus"], 1.0), _num(r["global_batch"], 1.0)
         rec.update(gpus=gpus, tp=tp, pp=pp, cp=cp, ep=ep, vp=vp, dp=gpus / (tp * pp * cp), global_batch=gb,
                    micro_batch=_num(r["micro_batch"], 1.0))
-        for name in STATED_NUMBERS:
-            value = _num(r.get(f"dse_{name}", ""))
+        for column in STATED_NUMBERS:
+            value = _num(r.get(column, ""))
             if value == value:
-                rec[name] = value
-        if r.get("dse_routing") == "dropless":   # real (auxiliary-loss) routing under a forced-balance preset:
-            rec["moe_imbalance"] = DROPLESS_IMBALANCE  # the dropless-training scenario's default
-        for name in ("etp", "mtp_layers", "document_tokens", "offload_layers"):   # stated (default: etp = tp,
-            # no MTP, unpacked, no activation offloading)
-            value = _num(r.get(name, ""))
-            if value == value:
-                rec[name] = value
+                rec[column.removeprefix("dse_")] = value
         records.append(rec)
     frame = pd.DataFrame.from_records(records, index=table.index)
+    if "dse_routing" in table:
+        frame["moe_imbalance"] = routing_imbalance(table["dse_routing"])
     for name in ("recompute", "zero", "sp") + STATED_SETTINGS:  # columns some rows state: the preset fills the others
         if name in frame:
             frame[name] = frame[name].astype(object).where(frame[name].notna(), None)
@@ -295,8 +294,8 @@ def serving_results() -> pd.DataFrame:
                           "disaggregated": t["disaggregated"] == "yes", "moe_dispatcher": t["dse_moe_dispatcher"],
                           "moe_a2a_overlap": t["dse_moe_a2a_overlap"] == "yes",
                           **{k: t[k].map(_num) for k in SERVING_NUMBERS}})
-    if "dse_routing" in t:   # an expert load balancer (EPLB, redundant experts) evens the loads the
-        frame["moe_imbalance"] = np.where(t["dse_routing"] == "eplb", 1.0, np.nan)   # presets take as skewed
+    if "dse_routing" in t:
+        frame["moe_imbalance"] = routing_imbalance(t["dse_routing"])
     out = dse.evaluate_serving(frame)
     metric = t["measured_metric_name"]
     predicted = pd.Series([out[m].iloc[i] for i, m in enumerate(metric)], index=t.index, dtype=float)
