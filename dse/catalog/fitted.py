@@ -27,6 +27,7 @@ GEMM_PARAMS = ("efficiency_max", "tiles_per_wave", "k_ramp", "split_k_min_depth"
 MOE_PARAMS = ("floor_s", "efficiency_max", "memory_efficiency", "routed_bytes_per_element", "expert_overhead_s",
               "local_expert_overhead_s", "routing_s_per_selection", "routing_step_s")
 # dse.perf.forms.training_attention: (efficiency_max, half_keys) of the forward and of the backward
+PREFILL_FORM_PARAMS = ("tile_s", "q_tile_rows", "floor_s", "memory_efficiency")   # dse.perf.forms.attention
 TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys", "head_dim_k")
 FORMAT_FALLBACK = {
     "bf16": ("bf16",),
@@ -69,6 +70,13 @@ FITTED = {
     "attention_efficiency": ("attention", ("bf16",), ["prefill_efficiency_max", "prefill_softmax_dim"],
                              _attention_fraction),
     "attention_softmax_dim": ("attention", ("bf16",), ["prefill_softmax_dim"]),
+    # the rest of the prefill form, over a 16-bit and over an FP8 KV cache (the context FMHA then runs
+    # FP8 MMAs, its efficiency a fraction of the FP8 peak): serving and inference prefill (dse.perf.roofline)
+    **{f"attention_{p}": ("attention", ("bf16",), [f"prefill_{p}"]) for p in PREFILL_FORM_PARAMS},
+    "attention_fp8_efficiency": ("attention", ("fp8",), ["prefill_efficiency_max", "prefill_softmax_dim"],
+                                 _attention_fraction),
+    "attention_fp8_softmax_dim": ("attention", ("fp8",), ["prefill_softmax_dim"]),
+    **{f"attention_fp8_{p}": ("attention", ("fp8",), [f"prefill_{p}"]) for p in PREFILL_FORM_PARAMS},
     **{f"train_attention_{p}": ("training_attention", ("bf16",), [p]) for p in TRAINING_ATTENTION_PARAMS},
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])

@@ -80,6 +80,9 @@ class Pass:
         self.kv_bytes = L.GEMM_OPERAND_BYTES[w["kv_precision"]]
         self.kv_cache_token = M.kv_cache_bytes_per_token(m, tp, self.kv_bytes)
         self.flash = w["flash_attention"]
+        # the prefill attention form by the cache's format (an 8-bit or narrower cache runs the context
+        # FMHA on FP8 MMAs); MLA keeps the pooled efficiency (its kernels have their own "mla" fits)
+        self.prefill_kv = np.where(m.is_mla, 0, np.where(self.kv_bytes < 2.0, 2, 1))
         # Decode kernels without GQA sharing read a KV head once per query head of its group.
         self.kv_reads = np.where(w["gqa_kv_sharing"], 1.0, m.heads / np.maximum(m.kv_heads, 1))
         self.dense, self.moe = L.layer_shares(m)
@@ -110,7 +113,7 @@ class Pass:
         if decode:
             return X.decode_attention_ops(m, s, self.kv_cache_token, self.kv_reads)
         flash = self.flash.astype(np.float32)
-        ops = [L.fused_attention_op(m, s, self.kv_cache_token, flash, 1.0)]
+        ops = [L.fused_attention_op(m, s, self.kv_cache_token, flash, 1.0, prefill_kv=self.prefill_kv)]
         if not np.all(self.flash):
             ops += L.unfused_attention_ops(m, s, 0.0, 1.0 - flash)
         return ops

@@ -44,6 +44,8 @@ class Op:
     backward: object = 2.0
     moe: object = None        # timing "moe": the MoE layer's shape (dse.perf.forms.moe), a dict
     head_dims: object = 256.0  # timing "fused": qk + v head dims of the attention kernel
+    prefill_kv: object = None  # serving/inference prefill attention: 1 over a 16-bit KV cache, 2 over an
+                               # FP8 one (the fitted prefill form, dse.perf.roofline), 0 the pooled efficiency
 
 
 @dataclass
@@ -177,15 +179,18 @@ def kernel_keys(m, ctx, documents=0.0):
     return keys
 
 
-def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward, documents=0.0) -> Op:
+def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward, documents=0.0,
+                       prefill_kv=None) -> Op:
     """FlashAttention-class prefill/training kernel on the attention layers: HBM load of Q, K, V,
     tile GEMMs on chip, HBM store of O (and, serving, the new KV-cache entries); causal masking
-    skips half the tiles, windows, chunks and packed documents the tiles outside them."""
+    skips half the tiles, windows, chunks and packed documents the tiles outside them.
+    `prefill_kv` (serving and inference prefill): the KV cache's format for the fitted prefill form."""
     nbytes = s.tokens * (((m.q_dim + m.o_dim) / s.tp + kv_pair_local(m, s.tp)) * ACT_BYTES + kv_write_bytes_per_token)
     keys = kernel_keys(m, s.ctx, documents)
     return Op("attention", "attention", "fused", s.q_len, keys, m.head_dim,
               flops=attention_flops(m, s.seqs, s.q_len, keys, s.tp) * K["causal_skip"], bytes=nbytes,
-              weight=weight * m.attention_fraction, backward=backward, head_dims=m.head_dim + m.v_head_dim)
+              weight=weight * m.attention_fraction, backward=backward, head_dims=m.head_dim + m.v_head_dim,
+              prefill_kv=prefill_kv)
 
 
 def unfused_attention_ops(m, s: Shape, dropout, weight) -> list:
