@@ -28,6 +28,11 @@ MOE_PARAMS = ("floor_s", "efficiency_max", "memory_efficiency", "routed_bytes_pe
               "local_expert_overhead_s", "routing_s_per_selection", "routing_step_s")
 # dse.perf.forms.training_attention: (efficiency_max, half_keys) of the forward and of the backward
 PREFILL_FORM_PARAMS = ("tile_s", "q_tile_rows", "floor_s", "memory_efficiency")   # dse.perf.forms.attention
+# the decode kernel form's parameters (dse.perf.forms.attention.decode_time_s) and its MMA efficiency
+DECODE_FORM_PARAMS = ("decode_sm_count", "decode_grouped_min_items", "decode_floor_s", "decode_head_floor_s",
+                      "decode_cta_s", "decode_key_s", "decode_query_s", "decode_head_cta_s", "decode_head_key_s",
+                      "decode_bandwidth_efficiency", "decode_reread_fraction", "decode_split_s", "decode_head_split_s",
+                      "decode_empty_split_s")
 TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys", "head_dim_k")
 FORMAT_FALLBACK = {
     "bf16": ("bf16",),
@@ -77,6 +82,9 @@ FITTED = {
                                  _attention_fraction),
     "attention_fp8_softmax_dim": ("attention", ("fp8",), ["prefill_softmax_dim"]),
     **{f"attention_fp8_{p}": ("attention", ("fp8",), [f"prefill_{p}"]) for p in PREFILL_FORM_PARAMS},
+    # the decode kernel form over a 16-bit and over an FP8 KV cache (serving and inference decode)
+    **{f"attention_{kv}{p}": ("attention", (fmt,), [p]) for kv, fmt in (("", "bf16"), ("fp8_", "fp8"))
+       for p in ("prefill_efficiency_max", *DECODE_FORM_PARAMS)},
     **{f"train_attention_{p}": ("training_attention", ("bf16",), [p]) for p in TRAINING_ATTENTION_PARAMS},
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])

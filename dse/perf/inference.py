@@ -80,9 +80,13 @@ class Pass:
         self.kv_bytes = L.GEMM_OPERAND_BYTES[w["kv_precision"]]
         self.kv_cache_token = M.kv_cache_bytes_per_token(m, tp, self.kv_bytes)
         self.flash = w["flash_attention"]
-        # the prefill attention form by the cache's format (an 8-bit or narrower cache runs the context
-        # FMHA on FP8 MMAs); MLA keeps the pooled efficiency (its kernels have their own "mla" fits)
+        # the attention kernel forms by the cache's format (over an 8-bit or narrower cache the context
+        # FMHA runs FP8 MMAs); MLA keeps the roofline (its kernels have their own "mla" fits)
         self.prefill_kv = np.where(m.is_mla, 0, np.where(self.kv_bytes < 2.0, 2, 1))
+        # the decode kernel form is that of the XQA-era kernels the tables measure: an engine whose
+        # decode kernel reads a KV head per query head (2023's masked MHA, gqa_kv_sharing 0) keeps
+        # the roofline its preset's overheads were calibrated with
+        self.decode_kv = np.where(w["gqa_kv_sharing"], self.prefill_kv, 0)
         # Decode kernels without GQA sharing read a KV head once per query head of its group.
         self.kv_reads = np.where(w["gqa_kv_sharing"], 1.0, m.heads / np.maximum(m.kv_heads, 1))
         self.dense, self.moe = L.layer_shares(m)
@@ -111,7 +115,7 @@ class Pass:
         """The attention kernels: the only ones whose time depends on the context length `s.ctx`."""
         m = self.m
         if decode:
-            return X.decode_attention_ops(m, s, self.kv_cache_token, self.kv_reads)
+            return X.decode_attention_ops(m, s, self.kv_cache_token, self.kv_reads, self.decode_kv)
         flash = self.flash.astype(np.float32)
         ops = [L.fused_attention_op(m, s, self.kv_cache_token, flash, 1.0, prefill_kv=self.prefill_kv)]
         if not np.all(self.flash):

@@ -46,6 +46,8 @@ class Op:
     head_dims: object = 256.0  # timing "fused": qk + v head dims of the attention kernel
     prefill_kv: object = None  # serving/inference prefill attention: 1 over a 16-bit KV cache, 2 over an
                                # FP8 one (the fitted prefill form, dse.perf.roofline), 0 the pooled efficiency
+    decode_kv: object = None   # serving/inference decode attention: the same codes, for the decode kernel form
+    decode: object = None      # its shape (dse.perf.forms.attention.decode_time_s), a dict
 
 
 @dataclass
@@ -205,15 +207,21 @@ def unfused_attention_ops(m, s: Shape, dropout, weight) -> list:
                bytes=batch * s.q_len * s.ctx * score_bytes, weight=weight)]
 
 
-def decode_attention_op(m, s: Shape, kv_cache_token, kv_reads) -> Op:
+def decode_attention_op(m, s: Shape, kv_cache_token, kv_reads, decode_kv=None) -> Op:
     """One query token per sequence against its KV cache (FlashDecoding / XQA: the query heads of a
     KV group share one read of K and V unless `kv_reads` says otherwise), on the GQA attention
-    layers; windowed and chunked layers read at most their window or chunk."""
+    layers; windowed and chunked layers read at most their window or chunk. `decode_kv` (1 over a
+    16-bit cache, 2 over an FP8 one) times it in the fitted decode kernel form (dse.perf.roofline)."""
     keys = m.attention_span(s.ctx)
     flops = attention_flops(m, s.seqs, 1.0, keys, s.tp)
     nbytes = s.seqs * keys * kv_cache_token * kv_reads + s.seqs * ((m.q_dim + m.o_dim) / s.tp * ACT_BYTES + kv_cache_token)
+    kv_heads = np.maximum(m.kv_heads / s.tp, 1.0)
+    shape = None if decode_kv is None else {
+        "batch": s.seqs, "kv_len": keys, "heads": m.heads / s.tp, "kv_heads": kv_heads, "qk_dim": m.head_dim,
+        "v_dim": m.v_head_dim, "kv_head_bytes_per_token": kv_cache_token / kv_heads, "shared": kv_reads <= 1.0}
     return Op("attention", "attention", "fused", m.heads / np.maximum(m.kv_heads, 1), keys, m.head_dim,
-              flops=flops, bytes=nbytes, weight=gqa_share(m), head_dims=m.head_dim + m.v_head_dim)
+              flops=flops, bytes=nbytes, weight=gqa_share(m), head_dims=m.head_dim + m.v_head_dim,
+              decode_kv=decode_kv, decode=shape)
 
 
 def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout=0.0, rope=0.0, quantize_bytes=0.0,

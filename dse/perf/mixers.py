@@ -46,9 +46,9 @@ def attention_projection_ops(m, s: Shape, operand, decode: bool = False) -> list
     return ops
 
 
-def decode_attention_ops(m, s: Shape, kv_cache_token, kv_reads) -> list:
+def decode_attention_ops(m, s: Shape, kv_cache_token, kv_reads, decode_kv=None) -> list:
     """Decode attention over the KV cache: GQA (FlashDecoding) and, for MLA rows, absorbed MLA."""
-    ops = [L.decode_attention_op(m, s, kv_cache_token, kv_reads)]
+    ops = [L.decode_attention_op(m, s, kv_cache_token, kv_reads, decode_kv)]
     if np.any(m.is_mla):
         ops.append(mla_decode_attention_op(m, s, kv_cache_token, m.attention_fraction * m.is_mla))
     return ops

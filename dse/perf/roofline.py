@@ -8,8 +8,9 @@ a fixed floor per GEMM. The parameters are per GPU and format (`GemmParams`, mod
 `gemm_<parameter>_<format>`), never per row. Memory-bound kernels (norms, activations, optimizer)
 stream their bytes at `memory_efficiency` of HBM bandwidth; fused attention is the roofline of its
 FLOPs at `attention_efficiency` of the BF16 peak and its bytes, except serving and inference prefill,
-which takes the fitted prefill form at its KV cache's format (`_prefill_attention_s`), and training,
-which takes cuDNN's training-kernel fit (`training_attention_s`).
+and decode, which take the fitted attention kernel forms at their KV cache's format
+(dse.perf.attention_kernels), and training, which takes cuDNN's training-kernel fit
+(`training_attention_s`).
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse import catalog
-from dse.catalog.fitted import GEMM_PARAMS, MOE_PARAMS, PREFILL_FORM_PARAMS, TRAINING_ATTENTION_PARAMS, gemm_column
+from dse.catalog.fitted import GEMM_PARAMS, MOE_PARAMS, TRAINING_ATTENTION_PARAMS, gemm_column
+from dse.perf import attention_kernels as AK
 from dse.perf.forms import attention as A
 from dse.perf.forms import gemm as G
 from dse.perf.forms import moe as MOE
@@ -26,7 +28,6 @@ from dse.perf.forms import training_attention as TA
 from dse.catalog.precision import CODE, NAMES, peak_flops_per_s
 
 OUTPUT_BYTES = catalog.constant("gemm_output_bytes")
-CAUSAL_SKIP = catalog.constant("causal_skip")
 
 
 def gemm_peak_flops_per_s(precision, hw: dict):
@@ -202,7 +203,7 @@ class Rates:
     attention_softmax_dim: object = 0.0  # fitted softmax cost in head dims (dse.perf.forms.attention)
     experts: "Rates | None" = None  # the routed experts' rates where their format differs (expert_precision)
     train_attention: dict | None = None  # training attention's fitted forward/backward efficiency (training only)
-    prefill: dict | None = None  # serving/inference prefill attention's fitted form (PREFILL_COLUMNS; not training)
+    prefill: dict | None = None  # serving/inference attention's fitted kernel forms (attention_kernels.COLUMNS)
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
@@ -216,7 +217,7 @@ class Rates:
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
             experts = cls.of(hw, expert_precision, memory_efficiency, training=training)
         train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS} if training else None
-        prefill = None if training else _Columns(hw, PREFILL_COLUMNS)
+        prefill = None if training else _Columns(hw, AK.COLUMNS)
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
                    GemmParams.of(hw, precision), GemmParams.of(hw, CODE["bf16"]), hw["attention_efficiency"],
@@ -245,44 +246,10 @@ def _op_sides_s(op, r: Rates):
     efficiency = r.attention_efficiency * A.head_dims_scale(r.attention_softmax_dim, op.head_dims)
     compute = op.flops / (r.peak_bf16 * r.clock * efficiency)
     if op.prefill_kv is not None and r.prefill is not None:
-        compute = _prefill_attention_s(op, r, compute)
+        compute = AK.prefill_attention_s(op, r, compute)
+    if op.decode_kv is not None and r.prefill is not None:
+        return AK.decode_attention_sides_s(op, r, compute, memory)
     return compute, memory, None
-
-
-# the prefill form's columns (dse.catalog.fitted): 16-bit KV cache, and FP8 KV cache (blank where unfitted)
-PREFILL_COLUMNS = ("peak_fp8_flops_per_s", "attention_fp8_efficiency", "attention_fp8_softmax_dim",
-                   *(f"attention_{kv}{p}" for kv in ("", "fp8_") for p in PREFILL_FORM_PARAMS))
-
-
-def _prefill_form_s(op, r: Rates, mma_s, peak, efficiency, p: dict, prefix: str):
-    """dse.perf.forms.attention.prefill_time_s from the op's MMA seconds `mma_s` (at `efficiency`
-    of `peak`): one kernel floor, the passes outside the MMAs (the op's bytes) at their fitted share
-    of HBM bandwidth, and each query tile's fixed cost beside its MMAs over `span` keys, which
-    makes a prompt of span keys per query run at span / (span + span_0) of the long-prompt speed."""
-    span = op.n * CAUSAL_SKIP   # keys a query row visits (dse.perf.layer.kernel_keys units)
-    span_0 = p[f"{prefix}tile_s"] * peak * efficiency / (2.0 * p[f"{prefix}q_tile_rows"] * op.head_dims)
-    moved = op.bytes / (r.bandwidth * p[f"{prefix}memory_efficiency"])
-    return p[f"{prefix}floor_s"] + moved + mma_s * (1.0 + span_0 / np.maximum(span, 1.0))
-
-
-def _prefill_attention_s(op, r: Rates, pooled_s):
-    """Seconds of a serving/inference prefill attention op (`op.prefill_kv`: 1 over a 16-bit KV
-    cache, 2 over an FP8 one, 0 the pooled efficiency: MLA) in the fitted prefill form at the
-    cache's format: TensorRT-LLM's context FMHA runs FP8 MMAs over an FP8 cache (1.2-1.5x the
-    16-bit kernel's speed on long prompts in the measured tables), at the FP8 fit's fraction of
-    the FP8 peak; a part without an FP8-cache fit takes the 16-bit one."""
-    p, kv = r.prefill, np.asarray(op.prefill_kv)
-    efficiency = r.attention_efficiency * A.head_dims_scale(r.attention_softmax_dim, op.head_dims)
-    bf16 = _prefill_form_s(op, r, pooled_s, r.peak_bf16, efficiency, p, "attention_")
-    out = np.where(kv == 1, bf16, pooled_s)
-    if np.any(kv == 2):
-        fitted = np.isfinite(p["attention_fp8_efficiency"])
-        sd = np.where(fitted, p["attention_fp8_softmax_dim"], 0.0)
-        eff = np.where(fitted, p["attention_fp8_efficiency"], 1.0) * A.head_dims_scale(sd, op.head_dims)
-        peak = np.where(fitted, p["peak_fp8_flops_per_s"], 1.0)
-        fp8 = _prefill_form_s(op, r, op.flops / (peak * r.clock * eff), peak, eff, p, "attention_fp8_")
-        out = np.where(kv == 2, np.where(fitted, fp8, bf16), out)
-    return out
 
 
 # Transformer Engine's compute streams for grouped GEMMs (common/util/multi_stream.cpp, d0067d0:

@@ -160,11 +160,17 @@ def gqa_grouped(heads, kv_heads):
     return (group > 1) & (group <= GROUP_MAX_HEADS)
 
 
+def _real(x):
+    """`x` as a float array: float32 stays float32 (the model's row blocks), anything else float64."""
+    x = np.asarray(x)
+    return x if x.dtype == np.float32 else x.astype(float)
+
+
 def grouped_splits(history, items, sm_count, split_keys=SPLIT_KEYS):
     """KV splits per (sequence, KV head) of the grouped kernel: one per `split_keys` keys of history,
     at most about sqrt(8 x that) (the final reduction must not dominate), and fewer when the
     CTAs would exceed SPLIT_WAVES waves of `sm_count`. `split_keys` 0: no split-KV mode."""
-    history, items = np.asarray(history, float), np.asarray(items, float)
+    history, items = _real(history), _real(items)
     if split_keys <= 0:
         return np.ones(np.broadcast(history, items).shape)
     n = np.maximum(np.floor(history / split_keys), 1.0)
@@ -177,7 +183,7 @@ def grouped_splits(history, items, sm_count, split_keys=SPLIT_KEYS):
 def per_head_splits(keys, items, sm_count, head_dim):
     """KV splits per (sequence, query head) of the per-head kernel: enough to give every SM a CTA,
     each at least PER_HEAD_SPLIT_ELEMENTS / head_dim keys."""
-    keys, items = np.asarray(keys, float), np.asarray(items, float)
+    keys, items = _real(keys), _real(items)
     return np.clip(np.ceil(sm_count / items), 1.0, np.maximum(np.ceil(keys * head_dim / PER_HEAD_SPLIT_ELEMENTS), 1.0))
 
 
@@ -187,12 +193,7 @@ def decode_shape_terms(batch, kv_len, heads, kv_heads, qk_dim, v_dim, window, kv
     given dispatch constants: `sm_count` (`decode_sm_count`), `grouped_min_items`
     (`decode_grouped_min_items`), `split_keys` (`decode_split_keys`); `per_head` False: the grouped
     kernel always runs (MLA)."""
-    b = np.asarray(batch, float)
-    kv_len = np.asarray(kv_len, float)
-    kvh = np.asarray(kv_heads, float)
-    h = np.asarray(heads, float)
-    window = np.asarray(window, float)
-    qk_dim = np.asarray(qk_dim, float)
+    b, kv_len, kvh, h, window, qk_dim = (_real(x) for x in (batch, kv_len, kv_heads, heads, window, qk_dim))
     b, kv_len, kvh, h, window, qk_dim = np.broadcast_arrays(b, kv_len, kvh, h, window, qk_dim)
     history = np.maximum(kv_len - 1.0, 0.0)
     keys = np.where(window > 0, np.minimum(kv_len, window), kv_len)
