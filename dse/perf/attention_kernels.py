@@ -2,8 +2,9 @@
 measured context and generation attention (dse.perf.forms.attention), at the KV cache's format:
 the prefill form (a floor per call, the passes outside the MMAs, the MMAs at the fitted fraction of
 the format's peak, a fixed cost per query tile) and the decode kernel form (grouped XQA or per-head
-kernel, CTAs in waves, split keys, the KV stream). `r` is the pass's dse.perf.roofline.Rates; its
-`prefill` holds the COLUMNS, read per row. MLA keeps the roofline: its kernels have their own fits."""
+kernel, CTAs in waves, split keys, the KV stream). `r` is the pass's dse.perf.roofline.Rates, whose
+`attention_forms` holds the COLUMNS, read per row. MLA keeps the roofline: its kernels have their
+own fits."""
 from __future__ import annotations
 
 import numpy as np
@@ -38,7 +39,7 @@ def decode_attention_sides_s(op, r, compute, memory):
     TensorRT-LLM's grouped XQA or per-head kernel, CTAs in waves over the SMs, split keys, the KV
     stream, a floor per call) of the cache's format, all of it on the memory side (the KV stream
     bounds it); MLA keeps the roofline sides."""
-    p, kv, d = r.prefill, np.asarray(op.decode_kv), op.decode
+    p, kv, d = r.attention_forms, np.asarray(op.decode_kv), op.decode
     # one evaluation: each row takes its cache format's fit (a part without an FP8-cache fit the 16-bit one)
     fp8 = (kv == 2) & np.isfinite(p["attention_fp8_decode_floor_s"]) if np.any(kv == 2) else False
     pick = (lambda name: np.where(fp8, p[f"attention_fp8_{name}"], p[f"attention_{name}"])) if np.any(fp8) \
@@ -48,7 +49,8 @@ def decode_attention_sides_s(op, r, compute, memory):
     seconds = A.decode_time_s(*(f32(d[k]) for k in ("batch", "kv_len", "heads", "kv_heads", "qk_dim", "v_dim")),
                               np.float32(0.0), f32(d["kv_head_bytes_per_token"]), grouped,
                               f32(np.where(fp8, p["peak_fp8_flops_per_s"], r.peak_bf16) * r.clock), f32(r.bandwidth),
-                              f32(pick("prefill_efficiency_max")), {name: f32(pick(name)) for name in DECODE_FORM_PARAMS})
+                              f32(pick("prefill_efficiency_max")),
+                              {name: f32(pick(name)) for name in DECODE_FORM_PARAMS})
     form_rows = kv > 0
     return np.where(form_rows, 0.0, compute), np.where(form_rows, seconds, memory), None
 
@@ -59,7 +61,7 @@ def prefill_attention_s(op, r, pooled_s):
     cache's format: TensorRT-LLM's context FMHA runs FP8 MMAs over an FP8 cache (1.2-1.5x the
     16-bit kernel's speed on long prompts in the measured tables), at the FP8 fit's fraction of
     the FP8 peak; a part without an FP8-cache fit takes the 16-bit one."""
-    p, kv = r.prefill, np.asarray(op.prefill_kv)
+    p, kv = r.attention_forms, np.asarray(op.prefill_kv)
     efficiency = r.attention_efficiency * A.head_dims_scale(r.attention_softmax_dim, op.head_dims)
     bf16 = _prefill_form_s(op, r, pooled_s, r.peak_bf16, efficiency, p, "attention_")
     out = np.where(kv == 1, bf16, pooled_s)

@@ -45,7 +45,7 @@ class Op:
     moe: object = None        # timing "moe": the MoE layer's shape (dse.perf.forms.moe), a dict
     head_dims: object = 256.0  # timing "fused": qk + v head dims of the attention kernel
     prefill_kv: object = None  # serving/inference prefill attention: 1 over a 16-bit KV cache, 2 over an
-                               # FP8 one (the fitted prefill form, dse.perf.roofline), 0 the pooled efficiency
+                               # FP8 one (the fitted prefill form, dse.perf.attention_kernels), 0 the pooled efficiency
     decode_kv: object = None   # serving/inference decode attention: the same codes, for the decode kernel form
     decode: object = None      # its shape (dse.perf.forms.attention.decode_time_s), a dict
 
@@ -211,7 +211,7 @@ def decode_attention_op(m, s: Shape, kv_cache_token, kv_reads, decode_kv=None) -
     """One query token per sequence against its KV cache (FlashDecoding / XQA: the query heads of a
     KV group share one read of K and V unless `kv_reads` says otherwise), on the GQA attention
     layers; windowed and chunked layers read at most their window or chunk. `decode_kv` (1 over a
-    16-bit cache, 2 over an FP8 one) times it in the fitted decode kernel form (dse.perf.roofline)."""
+    16-bit cache, 2 over an FP8 one) times it in the fitted decode kernel form (dse.perf.attention_kernels)."""
     keys = m.attention_span(s.ctx)
     flops = attention_flops(m, s.seqs, 1.0, keys, s.tp)
     nbytes = s.seqs * keys * kv_cache_token * kv_reads + s.seqs * ((m.q_dim + m.o_dim) / s.tp * ACT_BYTES + kv_cache_token)

@@ -203,7 +203,7 @@ class Rates:
     attention_softmax_dim: object = 0.0  # fitted softmax cost in head dims (dse.perf.forms.attention)
     experts: "Rates | None" = None  # the routed experts' rates where their format differs (expert_precision)
     train_attention: dict | None = None  # training attention's fitted forward/backward efficiency (training only)
-    prefill: dict | None = None  # serving/inference attention's fitted kernel forms (attention_kernels.COLUMNS)
+    attention_forms: dict | None = None  # serving/inference attention kernel forms (attention_kernels.COLUMNS)
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
@@ -217,12 +217,12 @@ class Rates:
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
             experts = cls.of(hw, expert_precision, memory_efficiency, training=training)
         train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS} if training else None
-        prefill = None if training else _Columns(hw, AK.COLUMNS)
+        attention_forms = None if training else _Columns(hw, AK.COLUMNS)
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
                    GemmParams.of(hw, precision), GemmParams.of(hw, CODE["bf16"]), hw["attention_efficiency"],
                    hw["sustained_clock_fraction"], per_format(hw, precision, "moe"), hw["attention_softmax_dim"],
-                   experts, train_attention, prefill)
+                   experts, train_attention, attention_forms)
 
 
 def op_compute_memory_s(op, r: Rates):
@@ -245,9 +245,9 @@ def _op_sides_s(op, r: Rates):
         return 0.0, memory, None
     efficiency = r.attention_efficiency * A.head_dims_scale(r.attention_softmax_dim, op.head_dims)
     compute = op.flops / (r.peak_bf16 * r.clock * efficiency)
-    if op.prefill_kv is not None and r.prefill is not None:
+    if op.prefill_kv is not None and r.attention_forms is not None:
         compute = AK.prefill_attention_s(op, r, compute)
-    if op.decode_kv is not None and r.prefill is not None:
+    if op.decode_kv is not None and r.attention_forms is not None:
         return AK.decode_attention_sides_s(op, r, compute, memory)
     return compute, memory, None
 
