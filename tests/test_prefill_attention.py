@@ -143,3 +143,29 @@ def test_attention_kernel_time_grows_with_the_work(model, system, kv, tp, batch,
     assert attention("prefill", batch, n) >= attention("prefill", batch, isl)
     assert attention("decode", batch, n) >= 0.97 * attention("decode", batch, isl)
     assert attention("decode", batch + 8, isl) >= 0.97 * attention("decode", batch, isl)
+
+
+def test_a_pass_without_the_phases_tokens_runs_no_attention_kernel():
+    """The kernel forms' fixed costs (a floor per call) belong to passes that run the kernel: a
+    decode-only pass (a disaggregated decode pool) has no prefill attention, a prefill-only pass
+    no decode attention, so their time is zero, not a floor."""
+    from dse import resolve
+    from dse.catalog.precision import CODE
+    from dse.perf import layer as L
+    from dse.perf.roofline import Rates, op_time_s
+    cols = {"system": np.array(["h200"], dtype=object)}
+    resolve.system(cols)
+    hw = {k: v if k == "system" else np.asarray(v) for k, v in cols.items()}
+    r = Rates.of(hw, np.array([CODE["fp8"]]))
+    no_prompt = L.Op("attention", "attention", "fused", 0.0, 2048.0, 128, flops=np.zeros(1), bytes=np.zeros(1),
+                     head_dims=256.0, prefill_kv=np.array([2]))
+    no_sequence = L.Op("attention", "attention", "fused", 8.0, 2048.0, 128, flops=np.zeros(1), bytes=np.zeros(1),
+                       head_dims=256.0, decode_kv=np.array([1]),
+                       decode={"batch": np.zeros(1), "kv_len": np.full(1, 2048.0), "heads": 8.0, "kv_heads": 1.0,
+                               "qk_dim": 128.0, "v_dim": 128.0, "kv_head_bytes_per_token": 256.0,
+                               "shared": np.array([True])})
+    assert float(op_time_s(no_prompt, r)[0]) == 0.0
+    assert float(op_time_s(no_sequence, r)[0]) == 0.0
+    with_prompt = L.Op("attention", "attention", "fused", 512.0, 512.0, 128, flops=np.full(1, 1e9),
+                       bytes=np.full(1, 1e6), head_dims=256.0, prefill_kv=np.array([2]))
+    assert float(op_time_s(with_prompt, r)[0]) > float(hw["attention_fp8_floor_s"][0])

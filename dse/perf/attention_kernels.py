@@ -51,6 +51,7 @@ def decode_attention_sides_s(op, r, compute, memory):
                               f32(np.where(fp8, p["peak_fp8_flops_per_s"], r.peak_bf16) * r.clock), f32(r.bandwidth),
                               f32(pick("prefill_efficiency_max")),
                               {name: f32(pick(name)) for name in DECODE_FORM_PARAMS})
+    seconds = np.where(d["batch"] > 0, seconds, 0.0)   # a pass without decode sequences runs no kernel
     form_rows = kv > 0
     return np.where(form_rows, 0.0, compute), np.where(form_rows, seconds, memory), None
 
@@ -72,4 +73,4 @@ def prefill_attention_s(op, r, pooled_s):
         peak = np.where(fitted, p["peak_fp8_flops_per_s"], 1.0)
         fp8 = _prefill_form_s(op, r, op.flops / (peak * r.clock * eff), peak, eff, p, "attention_fp8_")
         out = np.where(kv == 2, np.where(fitted, fp8, bf16), out)
-    return out
+    return np.where(op.flops > 0, out, 0.0)   # a pass without prompt tokens runs no kernel
