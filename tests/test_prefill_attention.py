@@ -169,3 +169,22 @@ def test_a_pass_without_the_phases_tokens_runs_no_attention_kernel():
     with_prompt = L.Op("attention", "attention", "fused", 512.0, 512.0, 128, flops=np.full(1, 1e9),
                        bytes=np.full(1, 1e6), head_dims=256.0, prefill_kv=np.array([2]))
     assert float(op_time_s(with_prompt, r)[0]) > float(hw["attention_fp8_floor_s"][0])
+
+
+def test_a_prompt_chunk_in_a_share_of_iterations_pays_that_share_of_the_launch():
+    """TensorRT-LLM launches the context FMHA only in iterations that carry a prompt chunk: a
+    steady state with a quarter of a prompt per iteration costs a quarter of one prompt's
+    attention, floor included."""
+    from dse import resolve
+    from dse.catalog.precision import CODE
+    from dse.perf import layer as L
+    from dse.perf.roofline import Rates, op_time_s
+    cols = {"system": np.array(["b200"], dtype=object)}
+    resolve.system(cols)
+    hw = {k: v if k == "system" else np.asarray(v) for k, v in cols.items()}
+    r = Rates.of(hw, np.array([CODE["bf16"]]))
+
+    def prompt(share):
+        return L.Op("attention", "attention", "fused", 1024.0, 1024.0, 128, flops=np.full(1, 3e10 * share),
+                    bytes=np.full(1, 4e7 * share), head_dims=256.0, prefill_kv=np.array([1]), calls=share)
+    assert float(op_time_s(prompt(0.25), r)[0]) == pytest.approx(0.25 * float(op_time_s(prompt(1.0), r)[0]), rel=1e-6)

@@ -24,13 +24,14 @@ COLUMNS = ("peak_fp8_flops_per_s", "attention_fp8_efficiency", "attention_fp8_so
 
 def _prefill_form_s(op, r, mma_s, peak, efficiency, p: dict, prefix: str):
     """dse.perf.forms.attention.prefill_time_s from the op's MMA seconds `mma_s` (at `efficiency`
-    of `peak`): one kernel floor, the passes outside the MMAs (the op's bytes) at their fitted share
+    of `peak`): one kernel floor per launch (a serving iteration carries a prompt chunk in a share
+    `op.calls` of the iterations), the passes outside the MMAs (the op's bytes) at their fitted share
     of HBM bandwidth, and each query tile's fixed cost beside its MMAs over `span` keys, which
     makes a prompt of span keys per query run at span / (span + span_0) of the long-prompt speed."""
     span = op.n * CAUSAL_SKIP   # keys a query row visits (dse.perf.layer.kernel_keys units)
     span_0 = p[f"{prefix}tile_s"] * peak * efficiency / (2.0 * p[f"{prefix}q_tile_rows"] * op.head_dims)
     moved = op.bytes / (r.bandwidth * p[f"{prefix}memory_efficiency"])
-    return p[f"{prefix}floor_s"] + moved + mma_s * (1.0 + span_0 / np.maximum(span, 1.0))
+    return p[f"{prefix}floor_s"] * op.calls + moved + mma_s * (1.0 + span_0 / np.maximum(span, 1.0))
 
 
 def decode_attention_sides_s(op, r, compute, memory):

@@ -48,6 +48,7 @@ class Op:
                                # FP8 one (the fitted prefill form, dse.perf.attention_kernels), 0 the pooled efficiency
     decode_kv: object = None   # serving/inference decode attention: the same codes, for the decode kernel form
     decode: object = None      # its shape (dse.perf.forms.attention.decode_time_s), a dict
+    calls: object = 1.0        # fused kernels: launches per pass, below 1 where a share of the passes runs it
 
 
 @dataclass
@@ -192,7 +193,7 @@ def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward, 
     return Op("attention", "attention", "fused", s.q_len, keys, m.head_dim,
               flops=attention_flops(m, s.seqs, s.q_len, keys, s.tp) * K["causal_skip"], bytes=nbytes,
               weight=weight * m.attention_fraction, backward=backward, head_dims=m.head_dim + m.v_head_dim,
-              prefill_kv=prefill_kv)
+              prefill_kv=prefill_kv, calls=np.minimum(s.seqs, 1.0))   # serving: prompts per iteration
 
 
 def unfused_attention_ops(m, s: Shape, dropout, weight) -> list:
