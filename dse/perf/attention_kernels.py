@@ -47,12 +47,14 @@ def decode_attention_sides_s(op, r, compute, memory):
         else (lambda name: p[f"attention_{name}"])
     grouped = d["shared"] & A.gqa_grouped(d["heads"], d["kv_heads"])
     f32 = lambda x: np.asarray(x, dtype=np.float32)   # noqa: E731  (the form's arrays are the pass's costliest)
-    seconds = A.decode_time_s(*(f32(d[k]) for k in ("batch", "kv_len", "heads", "kv_heads", "qk_dim", "v_dim")),
+    running = np.asarray(d["batch"]) > 0   # a pass without decode sequences runs no kernel (timed at 1, then 0)
+    seconds = A.decode_time_s(f32(np.where(running, d["batch"], 1.0)),
+                              *(f32(d[k]) for k in ("kv_len", "heads", "kv_heads", "qk_dim", "v_dim")),
                               np.float32(0.0), f32(d["kv_head_bytes_per_token"]), grouped,
                               f32(np.where(fp8, p["peak_fp8_flops_per_s"], r.peak_bf16) * r.clock), f32(r.bandwidth),
                               f32(pick("prefill_efficiency_max")),
                               {name: f32(pick(name)) for name in DECODE_FORM_PARAMS})
-    seconds = np.where(d["batch"] > 0, seconds, 0.0)   # a pass without decode sequences runs no kernel
+    seconds = np.where(running, seconds, 0.0)
     form_rows = kv > 0
     return np.where(form_rows, 0.0, compute), np.where(form_rows, seconds, memory), None
 
