@@ -59,14 +59,14 @@ def decode_attention_sides_s(op, r, compute, memory):
     return np.where(form_rows, 0.0, compute), np.where(form_rows, seconds, memory), None
 
 
-def prefill_attention_s(op, r, pooled_s):
+def prefill_attention_s(op, r, pooled_s, efficiency):
     """Seconds of a serving/inference prefill attention op (`op.prefill_kv`: 1 over a 16-bit KV
     cache, 2 over an FP8 one, 0 the pooled efficiency: MLA) in the fitted prefill form at the
     cache's format: TensorRT-LLM's context FMHA runs FP8 MMAs over an FP8 cache (1.2-1.5x the
     16-bit kernel's speed on long prompts in the measured tables), at the FP8 fit's fraction of
-    the FP8 peak; a part without an FP8-cache fit takes the 16-bit one."""
+    the FP8 peak; a part without an FP8-cache fit takes the 16-bit one. `pooled_s` is the MMA time at
+    the 16-bit fit's `efficiency` of the BF16 peak (dse.perf.roofline)."""
     p, kv = r.attention_forms, np.asarray(op.prefill_kv)
-    efficiency = r.attention_efficiency * A.head_dims_scale(r.attention_softmax_dim, op.head_dims)
     bf16 = _prefill_form_s(op, r, pooled_s, r.peak_bf16, efficiency, p, "attention_")
     out = np.where(kv == 1, bf16, pooled_s)
     if np.any(kv == 2):

@@ -99,10 +99,8 @@ class _LazyParams(dict):
     def rows_of(self, idx, n) -> "_LazyParams":
         """The same parameters restricted to rows `idx` (dse.perf.layer.rows_of)."""
         hw, precision, family = self._args
-        sub = {k: (v[idx] if np.ndim(v) == 1 and len(v) == n else v) for k, v in hw.items()} \
-            if isinstance(hw, dict) else _RowsOf(hw, idx, n)
         codes = np.asarray(precision)
-        return _LazyParams(sub, codes[idx] if codes.ndim == 1 and len(codes) == n else codes, family)
+        return _LazyParams(_hw_rows(hw, idx, n), codes[idx] if codes.ndim == 1 and len(codes) == n else codes, family)
 
 
 class _Columns(dict):
@@ -120,10 +118,14 @@ class _Columns(dict):
 
     def rows_of(self, idx, n) -> "_Columns":
         """The same columns restricted to rows `idx` (dse.perf.layer.rows_of)."""
-        hw = self._hw
-        sub = {k: (v[idx] if np.ndim(v) == 1 and len(v) == n else v) for k, v in hw.items()} \
-            if isinstance(hw, dict) else _RowsOf(hw, idx, n)
-        return _Columns(sub, self._names)
+        return _Columns(_hw_rows(self._hw, idx, n), self._names)
+
+
+def _hw_rows(hw, idx, n):
+    """Hardware columns `hw` (a dict, or a row block read lazily) restricted to rows `idx` of n."""
+    if isinstance(hw, dict):
+        return {k: (v[idx] if np.ndim(v) == 1 and len(v) == n else v) for k, v in hw.items()}
+    return _RowsOf(hw, idx, n)
 
 
 class _RowsOf:
@@ -246,7 +248,7 @@ def _op_sides_s(op, r: Rates):
     efficiency = r.attention_efficiency * A.head_dims_scale(r.attention_softmax_dim, op.head_dims)
     compute = op.flops / (r.peak_bf16 * r.clock * efficiency)
     if op.prefill_kv is not None and r.attention_forms is not None:
-        compute = AK.prefill_attention_s(op, r, compute)
+        compute = AK.prefill_attention_s(op, r, compute, efficiency)
     if op.decode_kv is not None and r.attention_forms is not None:
         return AK.decode_attention_sides_s(op, r, compute, memory)
     return compute, memory, None
