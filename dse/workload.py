@@ -45,6 +45,7 @@ class Model:
         self.chunk_fraction, self.chunk = f("chunked_attention_fraction"), f("attention_chunk")
         # 0/1 in the model's float type (a bool would promote float32 arithmetic to float64)
         self.sinks = (f("attention_sinks") > 0).astype(self.hidden.dtype)
+        self.expert_bias = (f("expert_bias") > 0).astype(self.hidden.dtype)
         self.output_gate = (f("attention_output_gate") > 0).astype(self.hidden.dtype)
         mlp_blocks = np.round(self.layers * self.mlp_fraction)
         self.moe_layers = np.where(self.is_moe, np.maximum(np.floor((mlp_blocks - dense_lead) / interval), 0.0), 0.0)
@@ -99,7 +100,13 @@ class Model:
     @cached_property
     def expert_params(self):
         """Routed-expert parameters of one MoE layer (sharded over EP)."""
-        return self.experts * self.mlp_mats * self.hidden * self.moe_ffn
+        return self.experts * self.one_expert_params
+
+    @cached_property
+    def one_expert_params(self):
+        """One routed expert's matrices, and their biases where it has them (GPT-OSS)."""
+        bias = self.expert_bias * ((self.mlp_mats - 1) * self.moe_ffn + self.hidden)
+        return self.mlp_mats * self.hidden * self.moe_ffn + bias
 
     @cached_property
     def moe_replicated_params(self):
@@ -124,7 +131,7 @@ class Model:
     @cached_property
     def active_params(self):
         """Parameters touched per token (top-k routed experts instead of all of them)."""
-        routed = self.top_k * self.mlp_mats * self.hidden * self.moe_ffn
+        routed = self.top_k * self.one_expert_params
         return (self.layers * self.mixer_params + self.dense_layers * self.dense_mlp_params
                 + self.moe_layers * (routed + self.moe_replicated_params)
                 + self.embedding_params + self.output_params)

@@ -158,6 +158,19 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale
     ]
 
 
+def expert_bias_op(m, s: Shape, weight) -> Op:
+    """The routed experts' down-projection bias where the framework adds it outside the grouped GEMM
+    (Megatron-Core: per local expert, weighted by the FP32 routing probability, then concatenated
+    and cast back): memory-bound over every routed pair's hidden-wide output, its backward the
+    autograd of the same ops (constants expert_bias_fwd_bytes, expert_bias_bwd_bytes). `weight`: the
+    MoE share times the busiest rank's load, 0 where the model's experts have no bias or the
+    framework fuses it."""
+    pairs = s.tokens * m.top_k
+    forward = K["expert_bias_fwd_bytes"]
+    return Op("expert_bias", "elementwise", "stream", pairs, m.hidden, 1.0, bytes=pairs * m.hidden * forward,
+              weight=weight, backward=K["expert_bias_bwd_bytes"] / forward)
+
+
 def attention_flops(m, seqs, q_len, ctx, tp):
     """Score and attention x V FLOPs of one attention layer over `ctx` keys (no causal saving):
     2 s_q s_k (d_qk + d_v) per head, 4 s_q s_k d when K and V heads are as wide."""

@@ -85,6 +85,10 @@ class Layer:
         if np.any(m.is_moe):
             ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full, per_expert_gemms=True,
                              expert_operand=expert_operand, expert_gemm_efficiency=w["expert_gemm_efficiency"])
+            bias = moe * m.expert_bias * w["expert_bias_unfused"]
+            if np.any(bias):
+                load = L.busiest_rank_load(m, busiest, ep) * full
+                ops.append(L.expert_bias_op(m, experts, (bias * load).astype(np.float32)))
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
@@ -94,7 +98,7 @@ class Layer:
                                     expert_quantize_bytes=TRAINING_QUANTIZE_BYTES[expert_precision]))
         # the linear layers' backward: data gradients, and weight gradients unless frozen (LoRA)
         wgrad_share = A.weight_grad_share(w)
-        self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = 0.0
+        self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = self.elementwise_bwd = 0.0
         self.moe_fwd = self.moe_bwd = 0.0
         op_fwd, op_flops = {}, {}   # forward seconds and FLOPs by op name: what selective recompute re-runs
         live_rows = {}
@@ -122,10 +126,11 @@ class Layer:
             elif op.kind == "scan":  # Mamba-2 / Gated DeltaNet chunked scans
                 self.scan_fwd = self.scan_fwd + t
                 self.scan_bwd = self.scan_bwd + t * op.backward
-            else:
+            else:   # norms, residuals, activations, casts: their backward in units of the forward
                 self.elementwise_fwd = self.elementwise_fwd + t
+                self.elementwise_bwd = self.elementwise_bwd + t * op.backward
         self.fwd = self.gemm_fwd + self.moe_fwd + self.attn_fwd + self.scan_fwd + self.elementwise_fwd
-        self.bwd = (1 + wgrad_share) * self.gemm_fwd + self.moe_bwd + self.attn_bwd + self.scan_bwd + 2 * self.elementwise_fwd
+        self.bwd = (1 + wgrad_share) * self.gemm_fwd + self.moe_bwd + self.attn_bwd + self.scan_bwd + self.elementwise_bwd
         logits, loss = L.training_head_ops(m, s.tokens, tp)
         self.logits = R.op_time_s(logits, rates)
         self.head = (2 + wgrad_share) * self.logits + 2 * R.op_time_s(loss, rates)
