@@ -284,14 +284,19 @@ SERVING_NUMBERS = ("isl", "osl", "concurrency", "prefill_gpus", "prefill_tp", "p
                    "ep", "max_num_tokens", "experts", "gpus", "max_num_seqs", "kv_memory_fraction")
 
 
-def serving_results() -> pd.DataFrame:
-    """Published serving throughput (steady state, per pool) against `evaluate_serving`."""
+# published serving runs, and AIConfigurator's measured TPOT of aggregated serving (dse/validation/README.md)
+SERVING_FILES = ("serving.csv", "aiconfigurator_silicon.csv")
+
+
+def serving_results(files=SERVING_FILES) -> pd.DataFrame:
+    """Published serving throughput (steady state, per pool) and measured TPOT against `evaluate_serving`."""
     import dse
-    t = _read_csv("serving.csv")
+    t = pd.concat([_read_csv(name) for name in files], ignore_index=True)
     frame = pd.DataFrame({"model": t["dse_model"], "system": t["dse_system"], "framework": t["dse_framework"],
                           "precision": t["dse_precision"], "expert_precision": t["dse_expert_precision"],
-                          "kv_precision": t["dse_kv_precision"],
-                          "disaggregated": t["disaggregated"] == "yes", "moe_dispatcher": t["dse_moe_dispatcher"],
+                          "kv_precision": t["dse_kv_precision"].replace("", None),
+                          "disaggregated": t["disaggregated"] == "yes",
+                          "moe_dispatcher": t["dse_moe_dispatcher"].replace("", None),   # blank: the preset's
                           "moe_a2a_overlap": t["dse_moe_a2a_overlap"] == "yes",
                           **{k: t[k].map(_num) for k in SERVING_NUMBERS}})
     if "dse_routing" in t:

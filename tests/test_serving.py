@@ -178,3 +178,22 @@ def test_serve_cli_eplb_evens_the_expert_loads():
         line = [ln for ln in r.stdout.splitlines() if ln.startswith("h100-sxm")][0]
         return float(line.split()[-3].replace(",", ""))   # the tok/s/GPU column
     assert best("--eplb") > 1.05 * best()
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([("gpt-oss-120b", "b200", "bf16", 1), ("deepseek-v3", "h200", "fp8-block", 8),
+                        ("qwen3-235b-a22b", "h200", "fp8", 4), ("llama3.1-70b", "h200", "fp8", 4)]),
+       st.sampled_from([1, 4, 16]))
+def test_a_serving_step_is_the_decode_step_plus_its_share_of_prompt_work(case, concurrency):
+    """With a prompt entering once every osl/c steps, a step costs the decode step of the c
+    sequences plus that share of one prompt's prefill: the prompt's tokens are not spread over
+    every step, where an MoE layer would read experts no step reads (the experts a batch touches
+    grow slower than its tokens)."""
+    model, system, precision, tp = case
+    base = dict(model=model, system=system, framework="tensorrt-llm", precision=precision, tp=tp, isl=1024, osl=1024)
+    if model == "gpt-oss-120b":
+        base["expert_precision"] = "mxfp4"
+    step = evaluate([dict(base, concurrency=concurrency)])["tpot_s"].iloc[0]
+    decode = dse.evaluate_inference(pd.DataFrame([dict(base, batch=concurrency)]))["tpot_s"].iloc[0]
+    prompt = dse.evaluate_inference(pd.DataFrame([dict(base, batch=1)]))["ttft_s"].iloc[0]
+    assert decode * 0.99 <= step <= decode + 1.5 * concurrency / 1024 * prompt

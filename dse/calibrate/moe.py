@@ -55,7 +55,7 @@ from scipy.optimize import least_squares
 from dse.calibrate import Fit, round_sig
 from dse.calibrate.tables import KernelData, _version_key
 from dse.perf.forms import moe as form
-from dse.perf.forms.moe import FORMATS, LAYER_PARAMS, moe_time_s
+from dse.perf.forms.moe import FORMATS, LAYER_PARAMS, TILE_TOKENS, moe_time_s, tile_tokens  # noqa: F401 (re-exported)
 
 FAMILY = "moe"
 FRAMEWORK = "trtllm"
@@ -70,7 +70,6 @@ SERIES = ["moe_dtype", "kernel_source", "distribution", "hidden_size", "inter_si
 LEGACY_BEFORE = "1.3"   # TensorRT-LLM versions below this were collected with the legacy power-law generator
 LEGACY_DRAWS = 16       # draws of that generator averaged per shape (the collector timed 5)
 TILED = {("w4a8_mxfp4_mxfp8", "moe_torch_flow")}  # (dtype, kernel) run by TRTLLM-Gen's token tiles
-TILE_TOKENS = (8.0, 256.0)  # smallest and largest TRTLLM-Gen tile of tokens per expert
 
 # name -> (start, lower, upper, typical scale); fixed starts keep the fit deterministic
 LAYER = {"floor_s": (3e-5, 0.0, 1e-3, 1e-5), "efficiency_max": (0.7, 0.02, 1.0, 0.1),
@@ -173,12 +172,6 @@ def time_at_load(shapes: dict, hw: dict, layer: dict, routed, touched) -> np.nda
     return (fixed + activations + np.maximum(weights, compute)).mean(axis=1)
 
 
-def tile_tokens(num_tokens, topk, local_experts) -> np.ndarray:
-    """TRTLLM-Gen's tile of tokens per expert: T*k/E_l to the next power of two, within TILE_TOKENS."""
-    per_expert = np.maximum(np.asarray(num_tokens, float) * topk / np.maximum(local_experts, 1.0), 1.0)
-    return np.clip(2.0 ** np.ceil(np.log2(per_expert) - 1e-9), *TILE_TOKENS)
-
-
 class Block:
     """Rows of one precision under one routing, as arrays (built once, evaluated many times).
     `skewed`: the load on the measured GPU follows the fitted routing skew (power-law rows of the
@@ -261,9 +254,8 @@ def _time(shapes: dict, hw: dict, layer: dict, ratio, active, spread, tile) -> n
         routed = form.routed_pairs(s["num_tokens"], s["topk"], s["num_experts"], s["ep_size"], pick(ratio))
         x = routed / form.experts_touched(routed, np.maximum(s["num_experts"] / s["ep_size"], 1.0), pick(spread),
                                           pick(active))
-        rows = np.maximum(tile[at], x + tile[at] / 2.0)  # at least a tile, else half a tile of padding
         peak = np.broadcast_to(np.asarray(hw["peak_flops_per_s"], float), tile.shape).copy()
-        peak[at] *= (x + form.HALF_TOKENS) / rows
+        peak[at] = form.tiled_peak(peak[at], tile[at], x)
         hw = dict(hw, peak_flops_per_s=peak)
     return moe_time_s(**shapes, **hw, **layer, busiest_expert_ratio=ratio, active_expert_fraction=active,
                       spread=spread)

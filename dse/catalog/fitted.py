@@ -10,7 +10,8 @@ A format a GPU was not measured in takes the nearest measured one (`FORMAT_FALLB
 the per-tensor FP8 fit, because Transformer Engine runs MXFP8 GEMMs as cuBLASLt block-scaled kernels
 (scales applied in the MMA), the library behind the tables' fp8 GEMMs (TensorRT-LLM torch_flow),
 while their fp8_block GEMMs are DeepGEMM's hand-tuned 1x128 kernels (kernel_source deepgemm);
-MXFP4 like NVFP4; a part without FP4 (or FP8) units runs the format
+MXFP4 like NVFP4 (the MoE family has its own MXFP4 fit on Blackwell, TensorRT-LLM's W4A8 MXFP4 MoE
+kernels, which it takes first); a part without FP4 (or FP8) units runs the format
 at its FP8 (or BF16) peak with that format's efficiency (the peak fallback is in dse.catalog)."""
 from __future__ import annotations
 
@@ -38,9 +39,9 @@ FORMAT_FALLBACK = {
     "bf16": ("bf16",),
     "fp8": ("fp8", "bf16"),
     "fp8-block": ("fp8-block", "fp8", "bf16"),
-    "mxfp8": ("fp8", "bf16"),
+    "mxfp8": ("mxfp8", "fp8", "bf16"),
     "nvfp4": ("nvfp4", "fp8-block", "fp8", "bf16"),
-    "mxfp4": ("nvfp4", "fp8-block", "fp8", "bf16"),
+    "mxfp4": ("mxfp4", "nvfp4", "fp8-block", "fp8", "bf16"),
 }
 
 
@@ -86,6 +87,12 @@ FITTED = {
     **{f"attention_{kv}{p}": ("attention", (fmt,), [p]) for kv, fmt in (("", "bf16"), ("fp8_", "fp8"))
        for p in ("prefill_efficiency_max", *DECODE_FORM_PARAMS)},
     **{f"train_attention_{p}": ("training_attention", ("bf16",), [p]) for p in TRAINING_ATTENTION_PARAMS},
+    # the amax reduction of dynamic per-tensor FP8 scaling, whose floor the fp8 GEMM fit holds
+    # (dse.perf.roofline: serving's static scales do not run it)
+    "fp8_scale_floor_s": ("quantize", ("fp8",), ["compute_scale_floor_s"]),
+    # 1 where the part's MXFP4 MoE fit is its own (TRTLLM-Gen kernels, fitted with their token tiles:
+    # dse.perf.forms.moe.tiled_peak), 0 where MXFP4 takes another format's fit (FORMAT_FALLBACK)
+    "moe_token_tiles_mxfp4": ("moe", ("mxfp4",), ["floor_s"], lambda values: 1.0),
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
        for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},
@@ -94,9 +101,13 @@ FITTED = {
 }
 
 
+# columns whose absence is a value: no MXFP4 fit of its own (no token tiles), no FP8 amax kernel to drop
+ABSENT = {"moe_token_tiles_mxfp4": 0.0, "fp8_scale_floor_s": 0.0}
+
+
 def columns_from_fits(fits: pd.DataFrame) -> pd.DataFrame:
     """One row per fitted system, one column per model column `FITTED` defines (NaN where that
-    system's kernel data lacks the family)."""
+    system's kernel data lacks the family, the ABSENT value for the columns that have one)."""
     values = {(s, f, p, q): float(v) for s, f, p, q, v in
               zip(fits["system"], fits["family"], fits["precision"], fits["parameter"], fits["value"])}
     systems = sorted(set(fits["system"]))
@@ -109,7 +120,7 @@ def columns_from_fits(fits: pd.DataFrame) -> pd.DataFrame:
                 if len(found) == len(params) or (found and not combine):
                     out.loc[system, column] = float(combine[0](found) if combine else np.median(found))
                     break
-    return out
+    return out.fillna(ABSENT)
 
 
 @lru_cache(maxsize=None)

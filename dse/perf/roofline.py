@@ -47,10 +47,11 @@ class GemmParams:
     memory_efficiency: object
 
     @classmethod
-    def of(cls, hw: dict, precision) -> "_FormatGemmParams":
+    def of(cls, hw: dict, precision, static_scales=False) -> "_FormatGemmParams":
         """The parameters of each row's format (codes of dse.catalog.precision), as attributes like
-        a GemmParams' but each read from the hardware columns when first used."""
-        return _FormatGemmParams(per_format(hw, precision, "gemm"))
+        a GemmParams' but each read from the hardware columns when first used; `static_scales`
+        (serving): per-tensor FP8 GEMMs without the dynamic-scaling amax kernel (_StaticScaleParams)."""
+        return _FormatGemmParams((_StaticScaleParams if static_scales else _LazyParams)(hw, precision, "gemm"))
 
 
 class _FormatGemmParams:
@@ -101,6 +102,29 @@ class _LazyParams(dict):
         hw, precision, family = self._args
         codes = np.asarray(precision)
         return _LazyParams(_hw_rows(hw, idx, n), codes[idx] if codes.ndim == 1 and len(codes) == n else codes, family)
+
+
+class _StaticScaleParams(_LazyParams):
+    """GEMM parameters as a serving engine runs them. The kernel tables time per-tensor FP8 Linear
+    layers without an input scale, so each call first reduces its activation's amax to compute one
+    (TensorRT-LLM's dynamic path; aiconfigurator collector/trtllm/collect_gemm.py says so and derives
+    its fp8_static GEMM by subtracting that kernel). A serving checkpoint carries calibrated static
+    activation scales (TensorRT Model Optimizer, llm-compressor), or quantizes per token in one fused
+    kernel (vLLM, SGLang): the fp8 fit's floor loses the amax kernel's fitted floor (fp8_scale_floor_s)."""
+
+    def __missing__(self, key):
+        value = super().__missing__(key)
+        if key == "floor_s":
+            fp8 = self._codes == CODE["fp8"]
+            if np.any(fp8):
+                amax = np.asarray(self._args[0]["fp8_scale_floor_s"], dtype=float)
+                value = self[key] = np.where(fp8, np.maximum(value - amax, 0.0), value)
+        return value
+
+    def rows_of(self, idx, n) -> "_StaticScaleParams":
+        hw, precision, family = self._args
+        codes = np.asarray(precision)
+        return _StaticScaleParams(_hw_rows(hw, idx, n), codes[idx] if codes.ndim == 1 and len(codes) == n else codes, family)
 
 
 class _Columns(dict):
@@ -206,6 +230,7 @@ class Rates:
     experts: "Rates | None" = None  # the routed experts' rates where their format differs (expert_precision)
     train_attention: dict | None = None  # training attention's fitted forward/backward efficiency (training only)
     attention_forms: dict | None = None  # serving/inference attention kernel forms (attention_kernels.COLUMNS)
+    moe_tiles: object = False  # MoE layers in TRTLLM-Gen token tiles (MXFP4 on parts with that fit)
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
@@ -220,11 +245,14 @@ class Rates:
             experts = cls.of(hw, expert_precision, memory_efficiency, training=training)
         train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS} if training else None
         attention_forms = None if training else _Columns(hw, AK.COLUMNS)
+        mxfp4 = np.asarray(precision) == CODE["mxfp4"]
+        moe_tiles = mxfp4 & (np.asarray(hw["moe_token_tiles_mxfp4"], float) > 0) if np.any(mxfp4) else False
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
-                   GemmParams.of(hw, precision), GemmParams.of(hw, CODE["bf16"]), hw["attention_efficiency"],
+                   GemmParams.of(hw, precision, static_scales=not training), GemmParams.of(hw, CODE["bf16"]),
+                   hw["attention_efficiency"],
                    hw["sustained_clock_fraction"], per_format(hw, precision, "moe"), hw["attention_softmax_dim"],
-                   experts, train_attention, attention_forms)
+                   experts, train_attention, attention_forms, moe_tiles)
 
 
 def op_compute_memory_s(op, r: Rates):
@@ -274,6 +302,10 @@ def moe_parts(op, r: Rates):
     per_expert = shape.pop("per_expert_gemms", False)
     efficiency = shape.pop("expert_gemm_efficiency", 1.0)
     peak = r.peak_gemm * r.clock
+    if np.any(r.moe_tiles) and not per_expert:   # TRTLLM-Gen kernels pad each expert to whole token tiles
+        r_pairs, touched = MOE.routed_and_touched(**shape)
+        tile = MOE.tile_tokens(shape["num_tokens"], shape["topk"], shape["num_experts"] / shape["ep_size"])
+        peak = np.where(r.moe_tiles, MOE.tiled_peak(peak, tile, r_pairs / touched), peak)
     fixed, streams, weights, compute = MOE.moe_time_parts(
         **shape, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=r.bandwidth, **{p: r.moe[p] for p in MOE_PARAMS})
     if not per_expert:

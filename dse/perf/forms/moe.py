@@ -97,6 +97,25 @@ def routed_and_touched(num_tokens, topk, num_experts, ep_size, busiest_expert_ra
     return r, experts_touched(r, np.maximum(num_experts / ep_size, 1.0), spread, active_expert_fraction)
 
 
+# TRTLLM-Gen's MoE kernels (TensorRT-LLM's W4A8 MXFP4 path on Blackwell) run each expert on whole
+# tiles of tokens: calculate_tile_tokens_dim takes T*k/E_l to the next power of two, within these
+TILE_TOKENS = (8.0, 256.0)  # smallest and largest tile of tokens per expert
+
+
+def tile_tokens(num_tokens, topk, local_experts) -> np.ndarray:
+    """TRTLLM-Gen's tile of tokens per expert: T*k/E_l to the next power of two, within TILE_TOKENS."""
+    per_expert = np.maximum(np.asarray(num_tokens, float) * topk / np.maximum(local_experts, 1.0), 1.0)
+    return np.clip(2.0 ** np.ceil(np.log2(per_expert) - 1e-9), *TILE_TOKENS)
+
+
+def tiled_peak(peak_flops_per_s, tile, tokens_per_expert):
+    """The peak a tiled kernel's fit is stated against: a touched expert of x tokens computes
+    max(tile, x + tile/2) rows (one tile, beyond it half a tile of padding on average; continuous, so a
+    least-squares fit can step), folded into the peak the form divides by, peak * (x + HALF_TOKENS) / rows."""
+    rows = np.maximum(tile, tokens_per_expert + tile / 2.0)
+    return peak_flops_per_s * ((tokens_per_expert + HALF_TOKENS) / rows)
+
+
 def moe_time_parts(num_tokens, hidden_size, inter_size, topk, num_experts, tp_size, ep_size, gated,
                    weight_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s,
                    floor_s, efficiency_max, memory_efficiency, routed_bytes_per_element,
