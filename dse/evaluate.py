@@ -138,6 +138,7 @@ def inference_inputs(work: dict, n: int) -> dict:
                kv_precision=schema.enum_codes(work, "kv_precision"), topology_code=schema.enum_codes(work, "topology"),
                flash_attention=_setting(work, "flash_attention", "bool"),
                gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"),
+               custom_all_reduce=_setting(work, "custom_all_reduce", "bool"),
                **{k: _setting(work, k, "float") for k in ("launch_overhead_s", "layer_overhead_s",
                                                           "collective_overhead_s", "moe_imbalance")})
     return out
@@ -168,6 +169,7 @@ def serving_inputs(work: dict, n: int) -> dict:
                moe_a2a_overlap=_setting(work, "moe_a2a_overlap", "bool"),
                flash_attention=_setting(work, "flash_attention", "bool"),
                gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"),
+               custom_all_reduce=_setting(work, "custom_all_reduce", "bool"),
                **{k: _setting(work, k, "float") for k in SERVING_SETTINGS})
     return out
 

@@ -74,7 +74,8 @@ def test_serving_preset_equals_its_columns_spelled_out(preset):
     by_name = dse.evaluate_inference(frame.assign(framework=preset))
     spelled = dse.evaluate_inference(frame.assign(**{k: v for k, v in _spelled_out(preset).items()
                                                      if k in ("flash_attention", "gqa_kv_sharing", "launch_overhead_s",
-                                                              "layer_overhead_s", "collective_overhead_s")}))
+                                                              "layer_overhead_s", "collective_overhead_s",
+                                                              "custom_all_reduce")}))
     np.testing.assert_array_equal(by_name["tpot_s"].to_numpy(), spelled["tpot_s"].to_numpy())
 
 

@@ -90,6 +90,9 @@ FITTED = {
     # the amax reduction of dynamic per-tensor FP8 scaling, whose floor the fp8 GEMM fit holds
     # (dse.perf.roofline: serving's static scales do not run it)
     "fp8_scale_floor_s": ("quantize", ("fp8",), ["compute_scale_floor_s"]),
+    # TensorRT-LLM's custom all-reduce (one-shot / two-shot kernels over NVLink; dse.perf.forms.collective)
+    **{f"custom_allreduce_{p}": ("nccl", ("all",), [f"custom_allreduce_{p}"])
+       for p in ("floor_s", "oneshot_efficiency", "twoshot_efficiency")},
     # 1 where the part's MXFP4 MoE fit is its own (TRTLLM-Gen kernels, fitted with their token tiles:
     # dse.perf.forms.moe.tiled_peak), 0 where MXFP4 takes another format's fit (FORMAT_FALLBACK)
     "moe_token_tiles_mxfp4": ("moe", ("mxfp4",), ["floor_s"], lambda values: 1.0),
@@ -101,8 +104,10 @@ FITTED = {
 }
 
 
-# columns whose absence is a value: no MXFP4 fit of its own (no token tiles), no FP8 amax kernel to drop
-ABSENT = {"moe_token_tiles_mxfp4": 0.0, "fp8_scale_floor_s": 0.0}
+# columns whose absence is a value: no MXFP4 fit of its own (no token tiles), no FP8 amax kernel to
+# drop, no custom all-reduce (the NCCL all-reduce)
+ABSENT = {"moe_token_tiles_mxfp4": 0.0, "fp8_scale_floor_s": 0.0, "custom_allreduce_floor_s": 0.0,
+          "custom_allreduce_oneshot_efficiency": 0.0, "custom_allreduce_twoshot_efficiency": 0.0}   # 0: NCCL's
 
 
 def columns_from_fits(fits: pd.DataFrame) -> pd.DataFrame:

@@ -34,7 +34,7 @@ from functools import cached_property
 import numpy as np
 
 from dse.columns import real
-from dse.perf.forms.collective import bus_efficiency
+from dse.perf.forms.collective import bus_efficiency, custom_all_reduce_s
 
 TOPOLOGIES = ("fat-tree", "torus2d", "torus3d")
 
@@ -197,8 +197,12 @@ class Network:
     Every call of a group of more than one rank pays the op's fixed floor (launch, synchronisation),
     plus `overhead_s` where given and not NaN (a serving engine's own per-collective overhead)."""
 
-    def __init__(self, cols: dict, overhead_s=None):
+    def __init__(self, cols: dict, overhead_s=None, custom_all_reduce=None):
         self.overhead = overhead_s
+        # a serving engine's custom all-reduce inside the scale-up domain (fitted; 0 efficiency: none)
+        self.custom = None if custom_all_reduce is None or not np.any(custom_all_reduce) else (
+            np.asarray(custom_all_reduce, dtype=bool) & (real(cols["custom_allreduce_oneshot_efficiency"]) > 0),
+            {p: real(cols[f"custom_allreduce_{p}"]) for p in ("floor_s", "oneshot_efficiency", "twoshot_efficiency")})
         self.domain = real(cols["scaleup_domain"])
         self.up_alpha = real(cols["scaleup_latency_s"])
         self.up_link = real(cols["scaleup_bandwidth_bytes_per_s"])
@@ -237,7 +241,15 @@ class Network:
         return np.where(n > 1, t + fixed, t)
 
     def all_reduce_s(self, n, g, message_bytes):
-        return self._plus_overhead("all_reduce", n, self._all_reduce_s(n, g, message_bytes))
+        t = self._plus_overhead("all_reduce", n, self._all_reduce_s(n, g, message_bytes))
+        if self.custom is None:
+            return t
+        # inside one domain a serving engine's own kernel where it beats NCCL's (AUTO strategy)
+        use, p = self.custom
+        engine = 0.0 if self.overhead is None else np.where(np.isnan(self.overhead), 0.0, self.overhead)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            custom = custom_all_reduce_s(n, message_bytes, self.up_link, fallback_s=t - engine, **p) + engine
+        return np.where(use & (g >= n) & (n > 1), custom, t)
 
     def _all_reduce_s(self, n, g, message_bytes):
         op, within, across = "all_reduce", g >= n, n / g

@@ -190,7 +190,7 @@ def micro_batch_seqs(seqs, pp):
 # The columns a pass depends on row by row (besides the model, the hardware and, for the prefill,
 # the prompt length): dse.perf.distinct evaluates Prefill and DecodeRest once per distinct row.
 PASS_KEYS = ("tp", "pp", "dp", "ep", "batch", "precision", "expert_precision", "kv_precision", "flash_attention", "gqa_kv_sharing",
-             "layer_overhead_s", "launch_overhead_s", "collective_overhead_s", "topology_code")
+             "layer_overhead_s", "launch_overhead_s", "collective_overhead_s", "custom_all_reduce", "topology_code")
 
 
 class PassSetup:
@@ -200,7 +200,7 @@ class PassSetup:
         self.m = m = Model(w)
         self.tp, self.pp, dp, self.ep, batch = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "ep", "batch"))
         self.p = Pass(w, m, self.tp, self.ep)
-        self.net = Network(w, overhead_s=real(w["collective_overhead_s"]))
+        self.net = Network(w, overhead_s=real(w["collective_overhead_s"]), custom_all_reduce=w["custom_all_reduce"])
         self.place = Placement(self.p.hw["scaleup_domain"], self.tp, 1.0, self.ep, self.pp, dp)
         self.layers_per_stage = np.ceil(m.layers / self.pp - 1e-9)  # engines split unevenly: the slowest stage
         _, self.mb_seqs = micro_batch_seqs(batch / dp, self.pp)

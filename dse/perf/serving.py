@@ -274,7 +274,7 @@ def serving_columns(w: dict) -> dict:
                          | ~divides(p_tp, w["prefill_gpus"]) | ~divides(p_tp, m.heads))
     reason = np.where((reason == 0) & bad_pool, RC["disaggregation"], reason).astype(np.int8)
     tp, pp, ep, dp = (np.maximum(x, 1) for x in (tp, pp, ep, dp))
-    net = Network(w, overhead_s=real(w["collective_overhead_s"]))
+    net = Network(w, overhead_s=real(w["collective_overhead_s"]), custom_all_reduce=w["custom_all_reduce"])
     agg = aggregated(w, m, net, tp, pp, dp, ep) if not np.all(disagg) else None
     dis = disaggregated(w, m, net, tp, pp, ep) if np.any(disagg) else None
     out = {k: _pick(disagg, dis, agg, k) for k in ("batch", "iteration_s", "ttft_s", "ttft_p90_s", "tpot_s", "tpot_p90_s",
