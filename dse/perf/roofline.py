@@ -98,10 +98,10 @@ class _LazyParams(dict):
         return value
 
     def rows_of(self, idx, n) -> "_LazyParams":
-        """The same parameters restricted to rows `idx` (dse.perf.layer.rows_of)."""
+        """The same parameters restricted to rows `idx` (dse.perf.layer.rows_of), of the same kind."""
         hw, precision, family = self._args
         codes = np.asarray(precision)
-        return _LazyParams(_hw_rows(hw, idx, n), codes[idx] if codes.ndim == 1 and len(codes) == n else codes, family)
+        return type(self)(_hw_rows(hw, idx, n), codes[idx] if codes.ndim == 1 and len(codes) == n else codes, family)
 
 
 class _StaticScaleParams(_LazyParams):
@@ -120,11 +120,6 @@ class _StaticScaleParams(_LazyParams):
                 amax = np.asarray(self._args[0]["fp8_scale_floor_s"], dtype=float)
                 value = self[key] = np.where(fp8, np.maximum(value - amax, 0.0), value)
         return value
-
-    def rows_of(self, idx, n) -> "_StaticScaleParams":
-        hw, precision, family = self._args
-        codes = np.asarray(precision)
-        return _StaticScaleParams(_hw_rows(hw, idx, n), codes[idx] if codes.ndim == 1 and len(codes) == n else codes, family)
 
 
 class _Columns(dict):
