@@ -197,3 +197,22 @@ def test_a_serving_step_is_the_decode_step_plus_its_share_of_prompt_work(case, c
     decode = dse.evaluate_inference(pd.DataFrame([dict(base, batch=concurrency)]))["tpot_s"].iloc[0]
     prompt = dse.evaluate_inference(pd.DataFrame([dict(base, batch=1)]))["ttft_s"].iloc[0]
     assert decode * 0.99 <= step <= decode + 1.5 * concurrency / 1024 * prompt
+
+
+def test_the_aiconfigurator_tpot_rows_keep_their_stated_selection_and_are_all_compared():
+    """dse/validation/README.md states the selection of the AIConfigurator silicon rows before any
+    comparison: aggregated serving at 4, 16 or 64 requests, 1,024 or 8,192 prompt and 1,024 output
+    tokens, three catalog models, PP 1; each row names its source rows and inferred fields, and
+    `dse validate` compares every one (or says why not)."""
+    from dse import validate
+    t = validate._read_csv("aiconfigurator_silicon.csv")
+    assert t["id"].is_unique and len(t) > 300
+    assert set(t["concurrency"].astype(int)) <= {4, 16, 64} and set(t["isl"].astype(int)) <= {1024, 8192}
+    assert set(t["osl"].astype(int)) == {1024} and set(t["pp"].astype(int)) == {1}
+    assert set(t["dse_model"]) == {"llama3.1-70b", "deepseek-v3", "gpt-oss-120b"}
+    assert (t["measured_metric_name"] == "tpot_s").all() and (t["unit"] == "s").all()
+    assert t["source_ref"].str.contains("silicon_sample.csv, rows ").all() and (t["inferred_fields"] != "").all()
+    results = validate.serving_results()
+    ours = results[results["id"].isin(t["id"])]
+    assert len(ours) == len(t)
+    assert (ours["predicted"].notna() | (ours["skipped"] != "")).all()
