@@ -55,7 +55,7 @@ from scipy.optimize import least_squares
 from dse.calibrate import Fit, round_sig
 from dse.calibrate.tables import KernelData, _version_key
 from dse.perf.forms import moe as form
-from dse.perf.forms.moe import FORMATS, LAYER_PARAMS, TILE_TOKENS, moe_time_s, tile_tokens  # noqa: F401 (re-exported)
+from dse.perf.forms.moe import FORMATS, LAYER_PARAMS, moe_time_s, tile_tokens
 
 FAMILY = "moe"
 FRAMEWORK = "trtllm"

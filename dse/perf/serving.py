@@ -165,18 +165,22 @@ def aggregated(w, m, net, tp, pp, dp, ep):
     offered = w["concurrency"] / dp
     c = np.maximum(np.where(np.isnan(offered), c_cap, np.minimum(offered, c_cap)), 1.0)
 
+    def prompt_room(c):
+        """(prompt tokens one iteration can take, share of iterations carrying a prompt chunk) at c."""
+        room = np.maximum(budget - c * verify, 1.0)
+        return room, c * a / osl * isl / np.minimum(room, isl)
+
     def steady(c):
         """(mean iteration, iteration carrying a prompt chunk, chunks per prompt, request lifetime) at c.
         Where fewer than every iteration carries a chunk, the mean is the chunk-carrying and the
         decode-only iterations in their proportions, not one iteration with the prompt tokens spread
         over all of them: an MoE layer's expert reads grow slower than its tokens (the experts a
         batch touches), so the spread-out average would read experts no iteration reads."""
-        room = np.maximum(budget - c * verify, 1.0)              # prompt tokens one iteration can take
+        room, chunked = prompt_room(c)
         t_prompt = _iteration(p, net, place, w, m, c, pp, layers, np.minimum(room, isl) / isl)
-        chunked = c * a / osl * isl / np.minimum(room, isl)      # share of iterations carrying a chunk
-        spread = _iteration(p, net, place, w, m, c, pp, layers, c * a / osl)
-        decode_only = _iteration(p, net, place, w, m, c, pp, layers, 0.0)
-        t_iter = np.where(chunked < 1.0, chunked * t_prompt + (1.0 - chunked) * decode_only, spread)
+        t_iter = chunked * t_prompt + (1.0 - chunked) * _iteration(p, net, place, w, m, c, pp, layers, 0.0)
+        if np.any(chunked >= 1.0):   # more than a prompt per iteration: the prompts ride along in each
+            t_iter = np.where(chunked < 1.0, t_iter, _iteration(p, net, place, w, m, c, pp, layers, c * a / osl))
         chunks = np.ceil(isl / room)
         return t_iter, t_prompt, chunks, chunks * t_prompt + osl / a * t_iter
 
@@ -191,13 +195,12 @@ def aggregated(w, m, net, tp, pp, dp, ep):
     waiting = np.maximum(np.nan_to_num(offered, nan=0.0) - c, 0.0)
     wait = waiting * lifetime / c                                # offered beyond capacity queue for a slot
     ttft = chunks * t_prompt + wait
-    room = np.maximum(budget - c * verify, 1.0)
+    room, chunked = prompt_room(c)
     long_prompt = np.ceil((isl + P90_Z * w["isl_std"]) / room) * t_prompt   # a 90th-percentile prompt
     rate = np.where(np.isnan(arrivals), dp * c / lifetime, np.minimum(w["request_rate"], dp * c / lifetime))
     gpus = dp * tp * pp
     # a token's step carries a prompt chunk in the share of iterations that do: the p90 TPOT is that
     # iteration's once more than a tenth of them carry one
-    chunked = c * a / osl * isl / np.minimum(room, isl)
     tpot_p90 = np.where(chunked > 0.1, t_prompt, t_iter) / a
     return dict(batch=c, iteration_s=t_iter, ttft_s=ttft + 0.5 * t_iter, tpot_p90_s=tpot_p90,
                 ttft_p90_s=long_prompt + wait + 0.9 * t_iter, overloaded=overloaded,
