@@ -1,6 +1,6 @@
 """Serving kernels as engines run them, checked against the measured kernel tables
-(../shared/data/kernels): per-tensor FP8 GEMMs with static activation scales, and MXFP4 MoE layers
-in TensorRT-LLM's TRTLLM-Gen token tiles."""
+(../shared/data/kernels): per-tensor FP8 GEMMs with static activation scales, NVFP4 GEMMs at an
+autotuned schedule, and MXFP4 MoE layers in TensorRT-LLM's TRTLLM-Gen token tiles."""
 import glob
 import os
 
@@ -12,7 +12,8 @@ from dse import resolve
 from dse.catalog.precision import CODE
 from dse.perf import layer, roofline
 from dse.perf.layer import Op, Shape
-from dse.perf.roofline import Rates
+from dse.perf.forms.gemm import FORMATS
+from dse.perf.roofline import GemmParams, Rates
 from dse.workload import Model
 
 
@@ -34,9 +35,9 @@ def burst(r: Rates) -> Rates:
     return r
 
 
-def gemm_s(r: Rates, m, n, k) -> float:
-    """A serving FP8 GEMM as dse prices it."""
-    op = Op("g", "gemm", "gemm", float(m), float(n), float(k), operand_bytes=1.0, low_precision=True)
+def gemm_s(r: Rates, m, n, k, operand_bytes=1.0) -> float:
+    """A serving GEMM in the rates' format (FP8 unless told) as dse prices it."""
+    op = Op("g", "gemm", "gemm", float(m), float(n), float(k), operand_bytes=operand_bytes, low_precision=True)
     return float(roofline.op_time_s(op, r)[0])
 
 
@@ -61,6 +62,34 @@ def test_static_scale_fp8_gemm_is_the_measured_gemm_less_its_amax_kernel(system,
         assert gemm_s(training, m, n, k) > gemm_s(serving, m, n, k)
     assert len(errors) >= 20
     assert np.median(np.abs(errors)) < 0.15
+
+
+@pytest.mark.parametrize("system,gpu", [("b200", "b200_sxm"), ("gb300", "gb300")])
+def test_serving_nvfp4_gemm_takes_a_tuned_schedule_not_the_tables_fallback_tactic(system, gpu, kernels_dir):
+    """The GEMM collector times `trtllm::nvfp4_gemm` outside an autotune() pass, so at its default
+    tactic: on decode shapes the measured NVFP4 GEMM is slower than BF16's at 3.6x fewer bytes. The
+    table fit reproduces that; a serving engine, which tunes its tactics, must price a decode GEMM
+    well below it (and below BF16 once the weight is 4096 x 8192), above its weight stream at full HBM bandwidth, and large GEMMs as the tables do."""
+    hw = hardware(system)
+    nvfp4, bf16 = np.array([CODE["nvfp4"]]), np.array([CODE["bf16"]])
+    serving, serving_bf16 = burst(Rates.of(hw, nvfp4)), burst(Rates.of(hw, bf16))
+    fallback = burst(Rates.of(hw, nvfp4))
+    fallback.gemm = GemmParams.of(hw, nvfp4)   # the tables' schedule
+    nv_bytes = FORMATS["nvfp4"][0]
+    t = table(kernels_dir, gpu, "gemm", "gemm_perf.parquet")
+    measured = t.groupby(["gemm_dtype", "m", "n", "k"])["latency"].median() * 1e-3
+    k, shapes = 8192, [(m, n) for m in (1, 4, 16) for n in (1024, 4096)]
+    for m, n in shapes:
+        assert measured["nvfp4", m, n, k] > measured["bfloat16", m, n, k]
+        tuned, table_fit = gemm_s(serving, m, n, k, nv_bytes), gemm_s(fallback, m, n, k, nv_bytes)
+        assert table_fit == pytest.approx(measured["nvfp4", m, n, k], rel=0.2)
+        assert n * k * nv_bytes / float(hw["memory_bandwidth_bytes_per_s"][0]) < tuned < 0.75 * table_fit
+        if n >= 4096:   # where the weight stream, not the extra quantize kernel's floor, dominates
+            assert tuned < gemm_s(serving_bf16, m, n, k, 2.0)
+    for m in (4096, 8192):
+        big = gemm_s(serving, m, 8192, k, nv_bytes)
+        assert big == pytest.approx(gemm_s(fallback, m, 8192, k, nv_bytes), rel=1e-3)
+        assert big == pytest.approx(measured["nvfp4", m, 8192, k], rel=0.15)
 
 
 def moe_model(hidden, inter, experts, top_k) -> Model:

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse import catalog
-from dse.catalog.fitted import GEMM_PARAMS, MOE_PARAMS, TRAINING_ATTENTION_PARAMS, gemm_column
+from dse.catalog.fitted import MOE_PARAMS, TRAINING_ATTENTION_PARAMS
+from dse.catalog.precision import CODE, peak_flops_per_s
 from dse.perf import attention_kernels as AK
+from dse.perf.fitted_params import Columns, GemmParams, per_format
 from dse.perf.forms import attention as A
 from dse.perf.forms import gemm as G
 from dse.perf.forms import moe as MOE
 from dse.perf.forms import training_attention as TA
-from dse.catalog.precision import CODE, NAMES, peak_flops_per_s
 
 OUTPUT_BYTES = catalog.constant("gemm_output_bytes")
 
@@ -34,134 +35,6 @@ def gemm_peak_flops_per_s(precision, hw: dict):
     """Catalog peak FLOP/s a GEMM in number format `precision` (dse.catalog.precision) runs against;
     the fraction of it a GEMM reaches is the fitted `gemm_efficiency_max_<format>` and the shape terms."""
     return peak_flops_per_s(precision, hw)
-
-
-@dataclass
-class GemmParams:
-    """Fitted GEMM time-model parameters of one number format, per row (dse.perf.forms.gemm)."""
-    efficiency_max: object
-    tiles_per_wave: object
-    k_ramp: object
-    split_k_min_depth: object
-    floor_s: object
-    memory_efficiency: object
-
-    @classmethod
-    def of(cls, hw: dict, precision, static_scales=False) -> "_FormatGemmParams":
-        """The parameters of each row's format (codes of dse.catalog.precision), as attributes like
-        a GemmParams' but each read from the hardware columns when first used; `static_scales`
-        (serving): per-tensor FP8 GEMMs without the dynamic-scaling amax kernel (_StaticScaleParams)."""
-        return _FormatGemmParams((_StaticScaleParams if static_scales else _LazyParams)(hw, precision, "gemm"))
-
-
-class _FormatGemmParams:
-    """GemmParams of each row's format: a per_format family's parameters as attributes."""
-
-    def __init__(self, params: dict):
-        self._params = params
-
-    def __getattr__(self, name):
-        if name not in GEMM_PARAMS:
-            raise AttributeError(name)
-        return self._params[name]
-
-    def rows_of(self, idx, n) -> "_FormatGemmParams":
-        """The same parameters restricted to rows `idx` (dse.perf.layer.rows_of)."""
-        return _FormatGemmParams(self._params.rows_of(idx, n))
-
-
-class _LazyParams(dict):
-    """A fitted family's parameters for each row's format, read from the hardware columns on first use."""
-
-    def __init__(self, hw, precision, family):
-        super().__init__()
-        self._args = (hw, precision, family)
-        codes = np.asarray(precision)
-        self._codes, self._rows_of_code = codes, {}
-        if codes.ndim == 0:
-            self._present = [int(codes)]
-        elif codes.size and np.all(codes == codes.flat[0]):
-            self._present = [int(codes.flat[0])]
-        elif codes.dtype.kind in "iu" and codes.min() >= 0:   # the formats present, without a sort
-            self._present = [int(c) for c in np.flatnonzero(np.bincount(codes.ravel()))]
-        else:
-            self._present = [int(c) for c in np.unique(codes)] or [0]
-
-    def __missing__(self, key):
-        hw, _, family = self._args
-        value = hw[gemm_column(key, NAMES[self._present[0]], family)]
-        for code in self._present[1:]:  # only the formats this block uses are read
-            if code not in self._rows_of_code:
-                self._rows_of_code[code] = self._codes == code
-            value = np.where(self._rows_of_code[code], hw[gemm_column(key, NAMES[code], family)], value)
-        self[key] = value
-        return value
-
-    def rows_of(self, idx, n) -> "_LazyParams":
-        """The same parameters restricted to rows `idx` (dse.perf.layer.rows_of), of the same kind."""
-        hw, precision, family = self._args
-        codes = np.asarray(precision)
-        return type(self)(_hw_rows(hw, idx, n), codes[idx] if codes.ndim == 1 and len(codes) == n else codes, family)
-
-
-class _StaticScaleParams(_LazyParams):
-    """GEMM parameters as a serving engine runs them. The kernel tables time per-tensor FP8 Linear
-    layers without an input scale, so each call first reduces its activation's amax to compute one
-    (TensorRT-LLM's dynamic path; aiconfigurator collector/trtllm/collect_gemm.py says so and derives
-    its fp8_static GEMM by subtracting that kernel). A serving checkpoint carries calibrated static
-    activation scales (TensorRT Model Optimizer, llm-compressor), or quantizes per token in one fused
-    kernel (vLLM, SGLang): the fp8 fit's floor loses the amax kernel's fitted floor (fp8_scale_floor_s)."""
-
-    def __missing__(self, key):
-        value = super().__missing__(key)
-        if key == "floor_s":
-            fp8 = self._codes == CODE["fp8"]
-            if np.any(fp8):
-                amax = np.asarray(self._args[0]["fp8_scale_floor_s"], dtype=float)
-                value = self[key] = np.where(fp8, np.maximum(value - amax, 0.0), value)
-        return value
-
-
-class _Columns(dict):
-    """Hardware columns `names`, each read from the row block when first used."""
-
-    def __init__(self, hw, names):
-        super().__init__()
-        self._hw, self._names = hw, names
-
-    def __missing__(self, key):
-        if key not in self._names:
-            raise KeyError(key)
-        self[key] = value = self._hw[key]
-        return value
-
-    def rows_of(self, idx, n) -> "_Columns":
-        """The same columns restricted to rows `idx` (dse.perf.layer.rows_of)."""
-        return _Columns(_hw_rows(self._hw, idx, n), self._names)
-
-
-def _hw_rows(hw, idx, n):
-    """Hardware columns `hw` (a dict, or a row block read lazily) restricted to rows `idx` of n."""
-    if isinstance(hw, dict):
-        return {k: (v[idx] if np.ndim(v) == 1 and len(v) == n else v) for k, v in hw.items()}
-    return _RowsOf(hw, idx, n)
-
-
-class _RowsOf:
-    """Hardware columns restricted to rows `idx`, each column read (and restricted) when first used."""
-
-    def __init__(self, hw, idx, n):
-        self._hw, self._idx, self._n = hw, idx, n
-
-    def __getitem__(self, key):
-        v = self._hw[key]
-        return v[self._idx] if np.ndim(v) == 1 and len(v) == self._n else v
-
-
-def per_format(hw: dict, precision, family: str) -> dict:
-    """{parameter: per-row value} of a per-format fitted family (columns `<family>_<param>_<format>`),
-    each looked up when first read."""
-    return _LazyParams(hw, precision, family)
 
 
 def gemm_flops(m, n, k, count=1.0):
@@ -239,12 +112,12 @@ class Rates:
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
             experts = cls.of(hw, expert_precision, memory_efficiency, training=training)
         train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS} if training else None
-        attention_forms = None if training else _Columns(hw, AK.COLUMNS)
+        attention_forms = None if training else Columns(hw, AK.COLUMNS)
         mxfp4 = np.asarray(precision) == CODE["mxfp4"]
         moe_tiles = mxfp4 & (np.asarray(hw["moe_token_tiles_mxfp4"], float) > 0) if np.any(mxfp4) else False
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
-                   GemmParams.of(hw, precision, static_scales=not training), GemmParams.of(hw, CODE["bf16"]),
+                   GemmParams.of(hw, precision, serving=not training), GemmParams.of(hw, CODE["bf16"]),
                    hw["attention_efficiency"],
                    hw["sustained_clock_fraction"], per_format(hw, precision, "moe"), hw["attention_softmax_dim"],
                    experts, train_attention, attention_forms, moe_tiles)
