@@ -62,6 +62,18 @@ def test_aggregated_ttft_waits_for_the_prompt_chunks():
     assert out["ttft_s"].iloc[1] > chunks * out["iteration_s"].iloc[1] * 0.9
 
 
+def test_a_prompt_just_past_the_token_budget_costs_its_remainder_not_another_full_chunk():
+    """The last chunk of a prompt carries only the tokens left: with 4 requests in flight and an
+    8,192-token budget, an 8,192-token prompt is a full chunk plus 4 tokens, so its TTFT is about
+    an 8,188-token prompt's (one more decode iteration), not twice it; and TTFT grows with the prompt."""
+    lengths = (4096, 8188, 8192, 16000)
+    out = evaluate([dict(BASE, concurrency=4, max_num_tokens=8192, isl=isl, osl=256) for isl in lengths])
+    ttft, step = out["ttft_s"].to_numpy(), out["iteration_s"].to_numpy()
+    assert ttft[2] - ttft[1] < 1.5 * step[2]
+    assert np.all(np.diff(ttft) > 0)
+    assert ttft[3] == pytest.approx(ttft[1] * 16000 / 8188, rel=0.15)   # nearly linear in prompt tokens
+
+
 def test_speculative_decoding_multiplies_tokens_per_step():
     out = evaluate([dict(BASE, concurrency=16), dict(BASE, concurrency=16, spec_draft_tokens=3, spec_acceptance=2.0)])
     assert out["output_tokens_per_s_per_user"].iloc[1] > 2.0 * out["output_tokens_per_s_per_user"].iloc[0]

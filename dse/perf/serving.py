@@ -15,8 +15,10 @@ decoding), and the prompts of the requests that replace the finished ones enter 
                   both in one (weights read once), decode attention over the caches at the mean
                   context isl + osl/2, prefill attention of the chunks; pp stages in turn on c/pp each
     tpot = iteration / a (p90: an iteration carrying a prompt chunk, once a tenth of them do);
-    ttft = ceil(isl / prefill room) iterations that carry a chunk of the prompt
-                  (prefill room = max_num_tokens - c (1 + draft)), plus half an iteration waiting for
+    ttft = ceil(isl / prefill room) iterations that carry a chunk of the prompt, each a decode
+                  iteration plus its chunk's share of the prompt work (the last chunk carries what is
+                  left: a prompt one token past the room costs one token more, not a second full
+                  chunk; prefill room = max_num_tokens - c (1 + draft)), plus half an iteration waiting for
                   the next one to start (0.9 of one for the p90), plus the wait for a free slot when
                   more requests are offered than fit
     requests/s = dp * c / (request lifetime), lifetime = its prompt's iterations + osl / a iterations
@@ -171,32 +173,38 @@ def aggregated(w, m, net, tp, pp, dp, ep):
         return room, c * a / osl * isl / np.minimum(room, isl)
 
     def steady(c):
-        """(mean iteration, iteration carrying a prompt chunk, chunks per prompt, request lifetime) at c.
-        Where fewer than every iteration carries a chunk, the mean is the chunk-carrying and the
-        decode-only iterations in their proportions, not one iteration with the prompt tokens spread
-        over all of them: an MoE layer's expert reads grow slower than its tokens (the experts a
-        batch touches), so the spread-out average would read experts no iteration reads."""
+        """(mean iteration, iteration carrying a full chunk, seconds of a prompt's iterations as a
+        function of its tokens, request lifetime) at c. Where fewer than every iteration carries a chunk, the mean is the
+        chunk-carrying and the decode-only iterations in their proportions, not one iteration with
+        the prompt tokens spread over all of them: an MoE layer's expert reads grow slower than its
+        tokens (the experts a batch touches), so the spread-out average would read experts no
+        iteration reads. A prompt takes ceil(tokens / room) iterations, each a decode iteration plus
+        its chunk's share of the prompt work (the last chunk is a remainder, not a full room)."""
         room, chunked = prompt_room(c)
-        t_prompt = _iteration(p, net, place, w, m, c, pp, layers, np.minimum(room, isl) / isl)
-        t_iter = chunked * t_prompt + (1.0 - chunked) * _iteration(p, net, place, w, m, c, pp, layers, 0.0)
+        chunk = np.minimum(room, isl)
+        t_prompt = _iteration(p, net, place, w, m, c, pp, layers, chunk / isl)
+        t_decode = _iteration(p, net, place, w, m, c, pp, layers, 0.0)
+        t_iter = chunked * t_prompt + (1.0 - chunked) * t_decode
         if np.any(chunked >= 1.0):   # more than a prompt per iteration: the prompts ride along in each
             t_iter = np.where(chunked < 1.0, t_iter, _iteration(p, net, place, w, m, c, pp, layers, c * a / osl))
-        chunks = np.ceil(isl / room)
-        return t_iter, t_prompt, chunks, chunks * t_prompt + osl / a * t_iter
 
-    t_iter, t_prompt, chunks, lifetime = steady(c)
+        def prompt_s(tokens):
+            return np.ceil(tokens / room) * t_decode + tokens / chunk * (t_prompt - t_decode)
+        return t_iter, t_prompt, prompt_s, prompt_s(isl) + osl / a * t_iter
+
+    t_iter, t_prompt, prompt_s, lifetime = steady(c)
     arrivals = w["request_rate"] / dp                            # open loop: requests per second per replica
     overloaded = np.zeros(np.shape(c), dtype=bool)
     if np.any(~np.isnan(arrivals)):                              # Little's law: in flight = rate x lifetime
         overloaded = arrivals * lifetime > c_cap                 # more than the replica holds at capacity
         for _ in range(4):
             c = np.where(np.isnan(arrivals), c, np.clip(arrivals * lifetime, 1.0, np.maximum(c_cap, 1.0)))
-            t_iter, t_prompt, chunks, lifetime = steady(c)
+            t_iter, t_prompt, prompt_s, lifetime = steady(c)
     waiting = np.maximum(np.nan_to_num(offered, nan=0.0) - c, 0.0)
     wait = waiting * lifetime / c                                # offered beyond capacity queue for a slot
-    ttft = chunks * t_prompt + wait
+    ttft = prompt_s(isl) + wait
     room, chunked = prompt_room(c)
-    long_prompt = np.ceil((isl + P90_Z * w["isl_std"]) / room) * t_prompt   # a 90th-percentile prompt
+    long_prompt = prompt_s(isl + P90_Z * w["isl_std"])   # a 90th-percentile prompt
     rate = np.where(np.isnan(arrivals), dp * c / lifetime, np.minimum(w["request_rate"], dp * c / lifetime))
     gpus = dp * tp * pp
     # a token's step carries a prompt chunk in the share of iterations that do: the p90 TPOT is that
