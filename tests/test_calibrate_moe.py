@@ -21,7 +21,7 @@ def fits(all_fits, data):
 
 def _hw(data, gpu, precision):
     s = data.system(gpu)
-    return float(s[form.FORMATS[precision][1]]), float(s["memory_bandwidth_bytes_per_s"])
+    return float(s[form.FORMATS[moe.FIT_FORMAT.get(precision, precision)][1]]), float(s["memory_bandwidth_bytes_per_s"])
 
 
 def _routing_params(by):
@@ -51,7 +51,7 @@ def test_error_targets_per_gpu(fits, gpu):
 
 def test_precisions_mapped_and_skipped(fits):
     for gpu, by in fits.items():
-        assert set(by) <= set(form.FORMATS) | {"all"}, by.keys()  # no weight-only formats
+        assert set(by) <= set(form.FORMATS) | set(moe.FIT_FORMAT) | {"all"}, by.keys()  # no weight-only formats
         assert "bf16" in by, gpu
         for f in by.values():
             assert f.family == "moe" and f.gpu == gpu and f.points > 1000, (gpu, f.precision)
@@ -62,6 +62,9 @@ def test_precisions_mapped_and_skipped(fits):
     assert set(a100) == {"bf16"} and set(a100["bf16"].params) == set(form.LAYER_PARAMS)
     assert "legacy generator" in a100["bf16"].basis and a100["bf16"].points == 8940
     assert "TRTLLM-Gen" in fits["b200_sxm"]["mxfp4"].basis
+    # TensorRT-LLM's NVFP4 min-latency kernels: a fit of their own, in their token tiles, on Blackwell only
+    assert "TRTLLM-Gen" in fits["b200_sxm"]["nvfp4-min-latency"].basis
+    assert not any("nvfp4-min-latency" in fits[g] for g in ("h100_sxm", "h200_sxm", "a100_sxm") if g in fits)
 
 
 def test_parameters_are_physical_and_rounded(fits):
@@ -106,7 +109,7 @@ def test_form_is_monotone_where_physics_says(data, fits):
             if precision == "all":
                 continue
             peak, bw = _hw(data, gpu, precision)
-            t = lambda **kw: form.moe_time_for(precision, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=bw,
+            t = lambda **kw: form.moe_time_for(moe.FIT_FORMAT.get(precision, precision), peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=bw,
                                                params=f.params, **{**dict(SHAPE, num_tokens=tokens, ep_size=8.0), **kw})
             assert np.all(np.diff(t()) >= 0)                                  # more tokens never faster
             assert np.all(t(ep_size=16.0) <= t())                             # fewer local experts never slower

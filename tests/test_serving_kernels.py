@@ -1,6 +1,7 @@
 """Serving kernels as engines run them, checked against the measured kernel tables
 (../shared/data/kernels): per-tensor FP8 GEMMs with static activation scales, NVFP4 GEMMs at an
-autotuned schedule, and MXFP4 MoE layers in TensorRT-LLM's TRTLLM-Gen token tiles."""
+autotuned schedule, MXFP4 MoE layers in TensorRT-LLM's TRTLLM-Gen token tiles and its NVFP4 MoE
+layers of few tokens on its min-latency kernels."""
 import glob
 import os
 
@@ -125,6 +126,35 @@ def test_mxfp4_moe_layers_run_in_token_tiles_as_measured(system, gpu, kernels_di
     assert np.median(np.abs(errors)) < 0.20
     own_decode, borrowed_decode = np.abs(np.array(decode)).T
     assert np.median(own_decode) < 0.15 and np.median(borrowed_decode) > 0.4
+
+
+@pytest.mark.parametrize("system,gpu", [("b200", "b200_sxm"), ("gb200", "gb200")])
+def test_tensorrt_llm_small_nvfp4_moe_layers_run_its_min_latency_kernels_as_measured(system, gpu, kernels_dir):
+    """With the engine setting (tensorrt-llm preset), an NVFP4 DeepSeek-V3 MoE layer of at most 128
+    tokens takes the fit of TensorRT-LLM's min-latency (TRTLLM-Gen) kernels: within 20% at the median
+    of those measured kernels under balanced routing, where the CUTLASS fit is more than 50% too slow;
+    without the setting, and above 128 tokens, it is the CUTLASS kernel's, within 15% of it."""
+    hw = hardware(system)
+    nvfp4 = np.array([CODE["nvfp4"]])
+    engine, cutlass = burst(Rates.of(hw, nvfp4, moe_min_latency=np.array([True]))), burst(Rates.of(hw, nvfp4))
+    t = table(kernels_dir, gpu, "moe", "moe_perf.parquet")
+    t = t[(t["moe_dtype"] == "nvfp4") & (t["distribution"] == "balanced") & (t["hidden_size"] == 7168)
+          & (t["inter_size"] == 2048) & (t["num_experts"] == 256) & (t["topk"] == 8) & (t["num_tokens"] <= 512)]
+    m, errors = moe_model(7168, 2048, 256, 8), {}
+    for (kernel, tp, ep), rows in t.groupby(["kernel_source", "moe_tp_size", "moe_ep_size"]):
+        for tokens, latency_ms in rows.groupby("num_tokens")["latency"].median().items():
+            ops = layer.moe_ops(m, Shape(seqs=tokens / ep, q_len=1.0, ctx=1.0, tp=float(tp), ep=float(ep)), 2.0, 1.0,
+                                1.0, spread=True, expert_operand=0.5625)
+            op = next(o for o in ops if o.name == "experts")
+            op.moe["local_tokens"] = float(tokens)
+            on, off = (float(roofline.op_time_s(op, r)[0]) for r in (engine, cutlass))
+            if tokens > 128:
+                assert on == off
+            errors.setdefault((kernel, tokens <= 128), []).append((on / (latency_ms * 1e-3) - 1, off / (latency_ms * 1e-3) - 1))
+    small = np.abs(np.array(errors["moe_torch_flow_min_latency", True]))
+    assert len(small) >= 50 and np.median(small[:, 0]) < 0.2 and np.median(small[:, 1]) > 0.5
+    default = np.abs(np.concatenate([errors["moe_torch_flow_cutlass", True], errors["moe_torch_flow_cutlass", False]]))
+    assert np.median(default[:, 1]) < 0.15
 
 
 @pytest.mark.parametrize("system,gpu", [("h200", "h200_sxm"), ("b200", "b200_sxm")])

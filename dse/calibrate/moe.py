@@ -35,10 +35,15 @@ What the tables measure beyond the form:
     two. The padding is folded into the peak given to the form (peak * (x + HALF_TOKENS) / rows);
     a model using mxfp4's parameters must pad the same way.
 
+  * TensorRT-LLM's min-latency kernels (`moe_torch_flow_min_latency`, B200/GB200 nvfp4: the
+    TRTLLM-Gen MoE backend, which the collector selects with moe_backend "TRTLLM"): every shape
+    they measure is also measured with the default CUTLASS kernel, and one form per precision cannot
+    describe two kernels, so they are fitted apart, in TRTLLM-Gen's token tiles, as precision
+    `nvfp4-min-latency` (the layer parameters only: the routing skew is the CUTLASS rows' fit), on
+    their rows of at most MIN_LATENCY_MAX_TOKENS tokens, where TensorRT-LLM serving runs them
+    (dse.perf.forms.moe; dse.perf.roofline.moe_parts).
+
 Points left out, and why:
-  * `moe_torch_flow_min_latency` (B200/GB200 nvfp4): TensorRT-LLM's alternative min-latency
-    kernel; every shape it measures is also measured with the default CUTLASS kernel, which is
-    the one fitted (one form per precision cannot describe two kernels).
   * mis-tuned series: a layer configuration (shape, precision, kernel, routing, tp, ep) whose median
     latency over its token counts is more than MISTUNED_FACTOR off the model fitted to all series.
     The collector's tuned-tactic cache is keyed by (dtype, hidden, inter/tp, experts/ep) only and
@@ -53,23 +58,28 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from dse.calibrate import Fit, round_sig
+from dse.calibrate.moe_legacy import LEGACY_DRAWS, _surplus_load, legacy_power_law_loads, time_at_load  # noqa: F401
 from dse.calibrate.tables import KernelData, _version_key
 from dse.perf.forms import moe as form
-from dse.perf.forms.moe import FORMATS, LAYER_PARAMS, moe_time_s, tile_tokens
+from dse.perf.forms.moe import FORMATS, LAYER_PARAMS, MIN_LATENCY_MAX_TOKENS, moe_time_s, tile_tokens
 
 FAMILY = "moe"
 FRAMEWORK = "trtllm"
 # kernel dtype -> dse precision (weight-only and smooth-quant formats are not fitted)
 DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "nvfp4", "w4a8_mxfp4_mxfp8": "mxfp4"}
-LEFT_OUT_SOURCES = ("moe_torch_flow_min_latency",)
+# kernels fitted apart from their dtype's default one: (dtype, kernel) -> the pseudo dtype they fit as
+SEPARATE = {("nvfp4", "moe_torch_flow_min_latency"): "nvfp4_min_latency"}
+DTYPES["nvfp4_min_latency"] = "nvfp4-min-latency"
+KERNEL_FORMAT = {"nvfp4_min_latency": "nvfp4"}   # the number format of a pseudo dtype's weights and peak
+FIT_FORMAT = {DTYPES[d]: f for d, f in KERNEL_FORMAT.items()}   # ... by the precision its Fit is labelled
 MISTUNED_FACTOR = 1.5
 FIT_POINTS = 1000  # evenly spaced rows one least-squares problem sees (keeps the fit fast)
 MAX_STEPS = 100    # model evaluations of one least-squares problem from the fixed starts
 SERIES = ["moe_dtype", "kernel_source", "distribution", "hidden_size", "inter_size", "topk",
           "num_experts", "moe_tp_size", "moe_ep_size"]
 LEGACY_BEFORE = "1.3"   # TensorRT-LLM versions below this were collected with the legacy power-law generator
-LEGACY_DRAWS = 16       # draws of that generator averaged per shape (the collector timed 5)
-TILED = {("w4a8_mxfp4_mxfp8", "moe_torch_flow")}  # (dtype, kernel) run by TRTLLM-Gen's token tiles
+TILED = {("w4a8_mxfp4_mxfp8", "moe_torch_flow"),   # (dtype, kernel) run by TRTLLM-Gen's token tiles
+         ("nvfp4_min_latency", "moe_torch_flow_min_latency")}
 
 # name -> (start, lower, upper, typical scale); fixed starts keep the fit deterministic
 LAYER = {"floor_s": (3e-5, 0.0, 1e-3, 1e-5), "efficiency_max": (0.7, 0.02, 1.0, 0.1),
@@ -78,98 +88,6 @@ LAYER = {"floor_s": (3e-5, 0.0, 1e-3, 1e-5), "efficiency_max": (0.7, 0.02, 1.0, 
          "routing_s_per_selection": (3e-10, 0.0, 1e-7, 1e-10), "routing_step_s": (5e-7, 0.0, 1e-5, 1e-7)}
 assert tuple(LAYER) == LAYER_PARAMS
 ROUTING = {"busiest_expert_ratio": (8.0, 1.0, 1e3, 1.0), "active_expert_fraction": (0.9, 0.05, 1.0, 0.1)}
-
-
-def legacy_power_law_loads(num_tokens, num_experts: int, topk: int, ep_size: int, alpha: float,
-                           draws: int = LEGACY_DRAWS) -> tuple[np.ndarray, np.ndarray]:
-    """(routed pairs, distinct experts) on the measured GPU under the legacy generator (module
-    docstring), shape (token counts, draws); seeded by the layer shape. Ties sort in expert order."""
-    E, k, ep = int(num_experts), int(topk), int(ep_size)
-    tokens = np.asarray(num_tokens, np.int64)
-    T = np.repeat(tokens, draws)  # one row per (token count, draw)
-    local = max(E // ep, 1)
-    rng = np.random.default_rng([E, k, ep, round(alpha * 1000)])
-    big = T * k > E
-    lo, hi = np.where(big, 1.0, 0.01)[:, None], np.where(big, 0.8 * T, 2.0)[:, None]
-    a = 1.0 - alpha  # inverse CDF of the power law between lo and hi
-    shares = ((hi ** a - lo ** a) * rng.random((len(T), E)) + lo ** a) ** (1.0 / a)
-    counts = np.round(shares / shares.sum(1, keepdims=True) * (T * k)[:, None]).astype(np.int64)
-    order = np.argsort(-counts, axis=1, kind="stable")
-    rank = np.empty_like(order)  # each expert's place in that order
-    np.put_along_axis(rank, order, np.broadcast_to(np.arange(E), order.shape), axis=1)
-    delta = T * k - counts.sum(1)
-    more = np.maximum(delta, 0)  # missing selections: one each to the first experts in order, cycling
-    counts += (more // E)[:, None] + (rank < (more % E)[:, None])
-    # too many: walking up from the last in order, one less from each expert that has any, and
-    # one less from the largest (first in expert order) for each that has none
-    less, empty = np.maximum(-delta, 0), (counts == 0).sum(1)
-    from_top = np.minimum(less, empty)
-    counts -= (rank >= E - less[:, None]) & (counts > 0) & (rank < E - empty[:, None])
-    for step in range(int(from_top.max(initial=0))):
-        rows = np.flatnonzero(from_top > step)
-        counts[rows, np.argmax(counts[rows], axis=1)] -= 1
-    by_rank = counts.reshape(len(T), ep, local)
-    busiest = np.argmax(by_rank.sum(2), axis=1)
-    mine = by_rank[np.arange(len(T)), busiest]  # the busiest rank's experts, moved onto the measured GPU
-    routed, touched = mine.sum(1).astype(float), (mine > 0).sum(1).astype(float)
-    for d in np.flatnonzero(counts.max(1) > T):  # an expert drawn more often than there are tokens
-        c = by_rank[d].copy()
-        c[[0, busiest[d]]] = c[[busiest[d], 0]]
-        routed[d], touched[d] = _surplus_load(c.ravel(), int(T[d]), k, local)
-    return routed.reshape(len(tokens), draws), touched.reshape(len(tokens), draws)
-
-
-def _surplus_load(counts: np.ndarray, T: int, k: int, local: int) -> tuple[float, float]:
-    """(pairs, distinct experts) on experts 0..local-1 when an expert has more draws than tokens:
-    draws in descending count order are dealt column-wise (token t gets draws t, T+t, ...), so an
-    expert covers a cyclic run of tokens (all if it has T or more); a token short of k distinct
-    experts takes, by top-k ties, the lowest-numbered it lacks. Counted per stretch between runs."""
-    ranked = np.argsort(-counts, kind="stable")
-    held, full = counts[ranked], counts >= T
-    first = (np.cumsum(held) - held) % T
-    part = (held > 0) & (held < T)
-    lo, hi, who = first[part], first[part] + held[part], ranked[part]
-    wrap = hi > T  # a run past the last token continues at the first
-    lo, hi, who = (np.concatenate([lo, np.zeros(wrap.sum(), np.int64)]),
-                   np.concatenate([np.minimum(hi, T), hi[wrap] - T]), np.concatenate([who, who[wrap]]))
-    edges = np.unique(np.concatenate([[0, T], lo, hi]))
-    width, start, stop = np.diff(edges), np.searchsorted(edges, lo), np.searchsorted(edges, hi)
-    mine = who < local
-    distinct = np.cumsum(np.bincount(start, minlength=len(edges)) - np.bincount(stop, minlength=len(edges)))[:-1]
-    distinct0 = np.cumsum(np.bincount(start[mine], minlength=len(edges))
-                          - np.bincount(stop[mine], minlength=len(edges)))[:-1]
-    distinct, distinct0 = distinct + full.sum(), distinct0 + full[:local].sum()
-    fills = np.minimum(k - distinct, local - distinct0)  # top-k ties: the lowest numbers, 0..local-1 first
-    pairs = float((width * (distinct0 + fills)).sum())
-    if (counts[:local] > 0).all():
-        return pairs, float(local)
-    # which idle experts of 0..local-1 the ties reach: per stretch, the lowest-numbered it lacks
-    runs = np.zeros((len(edges), local), np.int64)
-    np.add.at(runs, (start[mine], who[mine]), 1)
-    np.add.at(runs, (stop[mine], who[mine]), -1)
-    has = (np.cumsum(runs, axis=0)[:-1] > 0) | full[None, :local]
-    lacks = ~has
-    got = has | (lacks & (np.cumsum(lacks, axis=1) <= (k - distinct)[:, None]))
-    return pairs, float(got[width > 0].any(0).sum())
-
-
-def time_at_load(shapes: dict, hw: dict, layer: dict, routed, touched) -> np.ndarray:
-    """`moe_time_s` at a known load: `routed` pairs on `touched` experts, one column per routing
-    draw, averaged over the draws (the form's terms; a test holds them equal at its own load)."""
-    s = {k: np.asarray(v, float)[:, None] for k, v in shapes.items()}
-    local = np.maximum(s["num_experts"] / s["ep_size"], 1.0)
-    inter_local, mats = s["inter_size"] / s["tp_size"], s["gated"] + 1.0
-    bw = hw["memory_bandwidth_bytes_per_s"] * layer["memory_efficiency"]
-    tokens, h = s["num_tokens"], s["hidden_size"]
-    activations = (form.TOKEN_IO_BYTES * tokens + layer["routed_bytes_per_element"] * routed) * h / bw
-    weights = touched * mats * h * inter_local * hw["weight_bytes"] / bw
-    x = routed / touched
-    compute = 2.0 * routed * h * mats * inter_local / (
-        hw["peak_flops_per_s"] * layer["efficiency_max"] * x / (x + form.HALF_TOKENS))
-    fixed = (layer["floor_s"] + layer["routing_step_s"] * s["topk"]
-             + layer["routing_s_per_selection"] * tokens * s["topk"]
-             + layer["expert_overhead_s"] * touched + layer["local_expert_overhead_s"] * local)
-    return (fixed + activations + np.maximum(weights, compute)).mean(axis=1)
 
 
 class Block:
@@ -268,7 +186,7 @@ def _blocks(t: pd.DataFrame, system) -> dict:
     t = t.assign(_legacy=versions.map({v: _version_key(v) < cut for v in versions.unique()}).to_numpy(bool),
                  _series=t.groupby(SERIES, sort=False).ngroup().to_numpy())
     for (dtype, dist, legacy), rows in t.groupby(["moe_dtype", "distribution", "_legacy"], sort=True):
-        weight_bytes, peak = FORMATS[DTYPES[dtype]]
+        weight_bytes, peak = FORMATS[KERNEL_FORMAT.get(dtype, DTYPES[dtype])]
         if np.isfinite(float(system[peak])):
             hw = dict(weight_bytes=weight_bytes, peak_flops_per_s=float(system[peak]),
                       memory_bandwidth_bytes_per_s=float(system["memory_bandwidth_bytes_per_s"]))
@@ -336,8 +254,10 @@ def fit(data: KernelData, gpu: str, framework: str = FRAMEWORK) -> list[Fit]:
     t = data.table(gpu, FAMILY, "moe_perf", framework)
     if t.empty:
         return []
-    left_out = int(t["kernel_source"].isin(LEFT_OUT_SOURCES).sum())
-    t = t[t["moe_dtype"].isin(DTYPES) & ~t["kernel_source"].isin(LEFT_OUT_SOURCES)]
+    for (dtype, kernel), pseudo in SEPARATE.items():
+        apart = (t["moe_dtype"] == dtype) & (t["kernel_source"] == kernel)
+        t = t[~apart | (t["num_tokens"] <= MIN_LATENCY_MAX_TOKENS)].assign(moe_dtype=t["moe_dtype"].where(~apart, pseudo))
+    t = t[t["moe_dtype"].isin(DTYPES)]
     blocks = list(_blocks(t, data.system(gpu)).values())
     dtypes = [d for d in DTYPES if any(b.dtype == d for b in blocks)]
     skewed = sorted({b.dist for b in blocks if b.skewed})
@@ -345,7 +265,7 @@ def fit(data: KernelData, gpu: str, framework: str = FRAMEWORK) -> list[Fit]:
     for dtype in sorted({b.dtype for b in blocks if not b.skewed}):  # each precision on its rows of known load
         layers = _robust([b for b in blocks if b.dtype == dtype and not b.skewed], _free(dtype),
                          _unpacker(layers, {}, dtype))[0]
-    held = [b for b in blocks if b.skewed and b.dtype in layers]
+    held = [b for b in blocks if b.skewed and b.dtype in layers and b.dtype not in KERNEL_FORMAT]
     if held:  # the routing (layers held), each precision on all its rows (routing held), the routing again
         routing = _robust(held, _free(dists=skewed), _unpacker(layers, {}, dists=skewed))[1]
         for dtype in list(layers):
@@ -359,10 +279,10 @@ def fit(data: KernelData, gpu: str, framework: str = FRAMEWORK) -> list[Fit]:
         mine, dists = [b for b in blocks if b.dtype == dtype], () if routing else skewed
         layers, got = _robust(mine, _free(dtype, dists), _unpacker(layers, routing, dtype, dists))
         routing = routing or got
-    return _fits(gpu, blocks, dtypes, layers, routing, left_out)
+    return _fits(gpu, blocks, dtypes, layers, routing)
 
 
-def _fits(gpu, blocks, dtypes, layers, routing, left_out) -> list[Fit]:
+def _fits(gpu, blocks, dtypes, layers, routing) -> list[Fit]:
     """A Fit per precision over its rows of known load (balanced; legacy power-law, replayed) or, if
     none, its power-law rows; a routing Fit over the other precisions' power-law rows. Without that,
     a fitted routing skew goes into the precision's Fit, fitted with it."""
@@ -375,7 +295,7 @@ def _fits(gpu, blocks, dtypes, layers, routing, left_out) -> list[Fit]:
 
     routing_params = {f"{d}_{n}": float(v) for d, r in sorted(routing.items()) for n, v in zip(ROUTING, r)}
     known, fits = {b.dtype for b in blocks if not b.skewed}, []
-    held = [b for b in blocks if b.skewed and b.dtype in known]
+    held = [b for b in blocks if b.skewed and b.dtype in known and b.dtype not in KERNEL_FORMAT]
     for dtype in dtypes:
         own = [b for b in blocks if b.dtype == dtype and (not b.skewed or dtype not in known)]
         measured, predicted, total = points(own)
@@ -395,16 +315,14 @@ def _fits(gpu, blocks, dtypes, layers, routing, left_out) -> list[Fit]:
             kinds.append("TRTLLM-Gen kernel: a touched expert computes max(tile, x + tile/2) rows, tile = T*k/E_l to "
                          "the next power of two (8-256), the padding folded into the peak")
         fits.append(Fit(FAMILY, gpu, DTYPES[dtype], params, measured, predicted,
-                        _basis("; ".join(kinds), len(measured), total, left_out)))
+                        _basis("; ".join(kinds), len(measured), total)))
     if held:
         measured, predicted, total = points(held)
         kind = "power-law routing skew, each precision's layer parameters held"
-        fits.append(Fit(FAMILY, gpu, "all", routing_params, measured, predicted, _basis(kind, len(measured), total,
-                                                                                         left_out)))
+        fits.append(Fit(FAMILY, gpu, "all", routing_params, measured, predicted, _basis(kind, len(measured), total)))
     return fits
 
 
-def _basis(kind: str, kept: int, total: int, left_out: int) -> str:
+def _basis(kind: str, kept: int, total: int) -> str:
     return (f"{kind}; TensorRT-LLM moe_perf; {total - kept} of {total} points in mis-tuned series left out (median "
-            f"off the model by more than {MISTUNED_FACTOR}x)" + (f"; {left_out} min-latency-kernel rows not fitted"
-                                                                  if left_out else ""))
+            f"off the model by more than {MISTUNED_FACTOR}x)")

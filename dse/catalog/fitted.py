@@ -35,6 +35,7 @@ DECODE_FORM_PARAMS = ("decode_sm_count", "decode_grouped_min_items", "decode_flo
                       "decode_bandwidth_efficiency", "decode_reread_fraction", "decode_split_s", "decode_head_split_s",
                       "decode_empty_split_s")
 TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys", "head_dim_k")
+MIN_LATENCY = "nvfp4-min-latency"   # the fit of TensorRT-LLM's NVFP4 min-latency MoE kernels (dse calibrate)
 FORMAT_FALLBACK = {
     "bf16": ("bf16",),
     "fp8": ("fp8", "bf16"),
@@ -96,6 +97,11 @@ FITTED = {
     # 1 where the part's MXFP4 MoE fit is its own (TRTLLM-Gen kernels, fitted with their token tiles:
     # dse.perf.forms.moe.tiled_peak), 0 where MXFP4 takes another format's fit (FORMAT_FALLBACK)
     "moe_token_tiles_mxfp4": ("moe", ("mxfp4",), ["floor_s"], lambda values: 1.0),
+    # TensorRT-LLM's NVFP4 min-latency MoE kernels (TRTLLM-Gen, Blackwell; dse.perf.forms.moe
+    # MIN_LATENCY_MAX_TOKENS): 1 where the part has their fit; their parameters fall back to the
+    # CUTLASS NVFP4 fit's elsewhere (never used there)
+    "moe_min_latency_nvfp4": ("moe", ("nvfp4-min-latency",), ["floor_s"], lambda values: 1.0),
+    **{gemm_column(p, MIN_LATENCY, "moe"): ("moe", (MIN_LATENCY,) + FORMAT_FALLBACK["nvfp4"], [p]) for p in MOE_PARAMS},
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
        for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},
@@ -106,7 +112,7 @@ FITTED = {
 
 # columns whose absence is a value: no MXFP4 fit of its own (no token tiles), no FP8 amax kernel to
 # drop, no custom all-reduce (the NCCL all-reduce)
-ABSENT = {"moe_token_tiles_mxfp4": 0.0, "fp8_scale_floor_s": 0.0, "custom_allreduce_floor_s": 0.0,
+ABSENT = {"moe_token_tiles_mxfp4": 0.0, "moe_min_latency_nvfp4": 0.0, "fp8_scale_floor_s": 0.0, "custom_allreduce_floor_s": 0.0,
           "custom_allreduce_oneshot_efficiency": 0.0, "custom_allreduce_twoshot_efficiency": 0.0}   # 0: NCCL's
 
 

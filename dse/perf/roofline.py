@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse import catalog
-from dse.catalog.fitted import MOE_PARAMS, TRAINING_ATTENTION_PARAMS
+from dse.catalog.fitted import MIN_LATENCY, MOE_PARAMS, TRAINING_ATTENTION_PARAMS, gemm_column
 from dse.catalog.precision import CODE, peak_flops_per_s
 from dse.perf import attention_kernels as AK
 from dse.perf.fitted_params import Columns, GemmParams, per_format
@@ -29,6 +29,7 @@ from dse.perf.forms import moe as MOE
 from dse.perf.forms import training_attention as TA
 
 OUTPUT_BYTES = catalog.constant("gemm_output_bytes")
+MIN_LATENCY_COLUMNS = tuple(gemm_column(p, MIN_LATENCY, "moe") for p in MOE_PARAMS)
 
 
 def gemm_peak_flops_per_s(precision, hw: dict):
@@ -99,10 +100,14 @@ class Rates:
     train_attention: dict | None = None  # training attention's fitted forward/backward efficiency (training only)
     attention_forms: dict | None = None  # serving/inference attention kernel forms (attention_kernels.COLUMNS)
     moe_tiles: object = False  # MoE layers in TRTLLM-Gen token tiles (MXFP4 on parts with that fit)
+    moe_min_latency: object = False   # rows whose small NVFP4 MoE layers run TensorRT-LLM's min-latency kernels
+    min_latency: dict | None = None   # those kernels' fitted columns (moe_<param>_nvfp4_min_latency)
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
-           training=False) -> "Rates":
+           training=False, moe_min_latency=False) -> "Rates":
+        """The rates of `precision` on the part `hw`; `moe_min_latency` (per row, an engine setting):
+        NVFP4 MoE layers of few tokens on TensorRT-LLM's min-latency kernels where the part has their fit."""
         peak_gemm = gemm_peak_flops_per_s(precision, hw) if peak_gemm is None else peak_gemm
         nvfp4 = np.asarray(precision) == CODE["nvfp4"]
         if training and np.any(nvfp4):
@@ -110,17 +115,21 @@ class Rates:
             peak_gemm = peak_gemm * np.where(nvfp4, hw["training_nvfp4_gemm_speedup"], 1.0)
         experts = None
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
-            experts = cls.of(hw, expert_precision, memory_efficiency, training=training)
+            experts = cls.of(hw, expert_precision, memory_efficiency, training=training, moe_min_latency=moe_min_latency)
         train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS} if training else None
         attention_forms = None if training else Columns(hw, AK.COLUMNS)
         mxfp4 = np.asarray(precision) == CODE["mxfp4"]
         moe_tiles = mxfp4 & (np.asarray(hw["moe_token_tiles_mxfp4"], float) > 0) if np.any(mxfp4) else False
+        min_latency = False
+        if np.any(moe_min_latency) and np.any(nvfp4):
+            min_latency = nvfp4 & np.asarray(moe_min_latency, bool) & (np.asarray(hw["moe_min_latency_nvfp4"]) > 0)
         return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
                    GemmParams.of(hw, precision, serving=not training), GemmParams.of(hw, CODE["bf16"]),
                    hw["attention_efficiency"],
                    hw["sustained_clock_fraction"], per_format(hw, precision, "moe"), hw["attention_softmax_dim"],
-                   experts, train_attention, attention_forms, moe_tiles)
+                   experts, train_attention, attention_forms, moe_tiles, min_latency,
+                   Columns(hw, MIN_LATENCY_COLUMNS) if np.any(min_latency) else None)
 
 
 def op_compute_memory_s(op, r: Rates):
@@ -170,12 +179,17 @@ def moe_parts(op, r: Rates):
     per_expert = shape.pop("per_expert_gemms", False)
     efficiency = shape.pop("expert_gemm_efficiency", 1.0)
     peak = r.peak_gemm * r.clock
-    if np.any(r.moe_tiles) and not per_expert:   # TRTLLM-Gen kernels pad each expert to whole token tiles
+    params, tiled = {p: r.moe[p] for p in MOE_PARAMS}, r.moe_tiles
+    if np.any(r.moe_min_latency) and not per_expert:   # TensorRT-LLM's NVFP4 min-latency kernels, few tokens
+        small = r.moe_min_latency & (np.asarray(shape["num_tokens"]) <= MOE.MIN_LATENCY_MAX_TOKENS)
+        params = {p: np.where(small, r.min_latency[gemm_column(p, MIN_LATENCY, "moe")], v) for p, v in params.items()}
+        tiled = tiled | small
+    if np.any(tiled) and not per_expert:   # TRTLLM-Gen kernels pad each expert to whole token tiles
         r_pairs, touched = MOE.routed_and_touched(**shape)
         tile = MOE.tile_tokens(shape["num_tokens"], shape["topk"], shape["num_experts"] / shape["ep_size"])
-        peak = np.where(r.moe_tiles, MOE.tiled_peak(peak, tile, r_pairs / touched), peak)
+        peak = np.where(tiled, MOE.tiled_peak(peak, tile, r_pairs / touched), peak)
     fixed, streams, weights, compute = MOE.moe_time_parts(
-        **shape, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=r.bandwidth, **{p: r.moe[p] for p in MOE_PARAMS})
+        **shape, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=r.bandwidth, **params)
     if not per_expert:
         return fixed, streams, weights, compute
     r_pairs, touched = MOE.routed_and_touched(**shape)

@@ -100,6 +100,12 @@ def routed_and_touched(num_tokens, topk, num_experts, ep_size, busiest_expert_ra
 # TRTLLM-Gen's MoE kernels (TensorRT-LLM's W4A8 MXFP4 path on Blackwell) run each expert on whole
 # tiles of tokens: calculate_tile_tokens_dim takes T*k/E_l to the next power of two, within these
 TILE_TOKENS = (8.0, 256.0)  # smallest and largest tile of tokens per expert
+# TensorRT-LLM on Blackwell runs NVFP4 gated MoE layers of at most this many tokens on TRTLLM-Gen's
+# min-latency kernels (moe_backend TRTLLM; its Llama 4 / DeepSeek min-latency mode gates on
+# num_tokens <= 128 on Blackwell, and AIConfigurator's MoE operator picks its measured
+# moe_torch_flow_min_latency table under the same gate: aic-core operators/moe.rs @095f58a51);
+# dse calibrate fits those kernels there, as "nvfp4-min-latency"
+MIN_LATENCY_MAX_TOKENS = 128.0
 
 
 def tile_tokens(num_tokens, topk, local_experts) -> np.ndarray:
