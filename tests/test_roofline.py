@@ -325,16 +325,19 @@ TE_B300_AUTOCAST_MS = {"bf16": 12.758, "fp8": 9.147, "mxfp8": 8.984, "nvfp4": 6.
 TE_B300_BF16_MS = (TE_B300_PRE_QUANTIZED_MS["bf16"] + TE_B300_AUTOCAST_MS["bf16"]) / 2
 
 
-def _te_b300_layer_ms(precision, training=False):
+def _te_b300_layer_ms(precision, training=False, table=False):
     """(GEMM seconds, GEMM + quantization seconds) of the 12 GEMMs, in ms, as dse prices them in
-    training: the fitted GEMM form at the Blackwell sustained clock, quantization as the training
-    format's HBM bytes per quantized element (dse.catalog.precision) at the streams' efficiency."""
+    training (or serving; `table`: at the kernel tables' fit itself): the fitted GEMM form at the
+    Blackwell sustained clock, quantization as the training format's HBM bytes per quantized element
+    (dse.catalog.precision) at the streams' efficiency."""
     from dse.catalog.precision import CODE, ELEMENT_BYTES, TRAINING_QUANTIZE_BYTES
     cols = {"system": np.array(["b300"], dtype=object)}
     resolve.system(cols)
     hw = {k: v if k == "system" else np.asarray(v) for k, v in cols.items()}
     code = CODE[precision]
     r = Rates.of(hw, np.array([code]), training=training)
+    if table:
+        r.gemm = roofline.GemmParams.of(hw, np.array([code]))
     h, i, m = 4096.0, 16384.0, 31 * 512.0
     fprop = [(m, h, 3 * h), (m, h, h), (m, h, i), (m, i, h)]                  # (m, k, n)
     shapes = fprop + [(m, n, k) for m, k, n in fprop] + [(k, m, n) for m, k, n in fprop]
@@ -347,26 +350,29 @@ def _te_b300_layer_ms(precision, training=False):
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8", "mxfp8", "nvfp4"])
 def test_training_gemms_and_quantization_match_transformer_engine_b300_profile(precision):
-    gemm_ms, autocast_ms = _te_b300_layer_ms(precision)
+    gemm_ms, autocast_ms = _te_b300_layer_ms(precision, training=True)
     bf16 = precision == "bf16"
-    # the GEMM kernels: BF16, FP8 and MXFP8 within 10% at the Blackwell sustained clock (set on the
-    # dense training rows); the kernel tables' NVFP4 GEMMs are the slowest match, 30% slower than
-    # Transformer Engine's
-    assert gemm_ms == pytest.approx(TE_B300_PRE_QUANTIZED_MS[precision], rel=0.32 if precision == "nvfp4" else 0.10)
-    # with quantization, what training pays: within 10%
+    # the GEMM kernels: within 10% at the Blackwell sustained clock (set on the dense training rows);
+    # NVFP4's at Transformer Engine's speed (nvfp4_tuned_gemm_speedup), the kernel tables' 30% slower
+    assert gemm_ms == pytest.approx(TE_B300_PRE_QUANTIZED_MS[precision], rel=0.10)
+    if precision == "nvfp4":
+        assert _te_b300_layer_ms(precision, table=True)[0] > 1.25 * TE_B300_PRE_QUANTIZED_MS[precision]
+    # with quantization (NVFP4: its global amax reads the tensor twice), what training pays: within 10%
     assert autocast_ms == pytest.approx(TE_B300_BF16_MS if bf16 else TE_B300_AUTOCAST_MS[precision], rel=0.10)
 
 
 def test_training_nvfp4_gemms_run_at_transformer_engines_speed_not_the_tables():
     # the kernel tables (TensorRT-LLM's kernels) against TE's pre-quantized GEMMs, per format: BF16,
     # FP8 and MXFP8 agree within 3-8%, NVFP4 is 1.3x slower; training runs TE's cuBLASLt kernels
-    ratio = {p: _te_b300_layer_ms(p)[0] / TE_B300_PRE_QUANTIZED_MS[p] for p in ("bf16", "fp8", "mxfp8", "nvfp4")}
+    ratio = {p: _te_b300_layer_ms(p, table=True)[0] / TE_B300_PRE_QUANTIZED_MS[p] for p in ("bf16", "fp8", "mxfp8", "nvfp4")}
     others = np.mean([ratio[p] for p in ("bf16", "fp8", "mxfp8")])
-    speedup = catalog.efficiency().loc["blackwell", "training_nvfp4_gemm_speedup"]
+    speedup = catalog.efficiency().loc["blackwell", "nvfp4_tuned_gemm_speedup"]
     assert speedup == pytest.approx(ratio["nvfp4"] / others, rel=0.02)
-    # in training the NVFP4 GEMMs then sit where the other formats do against TE; serving is unchanged
+    # in training the NVFP4 GEMMs then sit where the other formats do against TE, and so do an
+    # autotuning serving engine's (its tuner has cuBLASLt among its backends); other formats unchanged
     trained = _te_b300_layer_ms("nvfp4", training=True)[0] / TE_B300_PRE_QUANTIZED_MS["nvfp4"]
-    assert trained == pytest.approx(others, rel=0.02)
+    served = _te_b300_layer_ms("nvfp4")[0] / TE_B300_PRE_QUANTIZED_MS["nvfp4"]
+    assert trained == pytest.approx(others, rel=0.02) and served == pytest.approx(others, rel=0.05)
     assert _te_b300_layer_ms("mxfp8", training=True) == _te_b300_layer_ms("mxfp8")
 
 

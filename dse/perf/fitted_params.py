@@ -98,8 +98,10 @@ class _ServingParams(_LazyParams):
     loop (21 us for a 1024 x 8192 weight at any batch up to 256 on B200, against 9 us in BF16 for
     3.6x the bytes). Engines tune at start-up (TensorRT-LLM's autotuner, vLLM's and FlashInfer's
     per-shape kernel choice), so an NVFP4 GEMM takes the schedule the part's tuned BF16 kernels reach
-    (SCHEDULE from the bf16 fit: tiles in flight and split-K depth); its throughput per tile, ramp,
-    floor and bandwidth stay the NVFP4 fit's. Large GEMMs, whose tiles fill the waves, are unchanged."""
+    (SCHEDULE from the bf16 fit: tiles in flight and split-K depth), and its throughput per tile is
+    at least cuBLASLt's (a backend the tuner chooses among): the NVFP4 fit's efficiency_max times
+    nvfp4_tuned_gemm_speedup, Transformer Engine's cuBLASLt GEMMs against the tables' on B300 (the
+    factor training's NVFP4 GEMMs take on their peak). Its ramp, floor and bandwidth stay the fit's."""
 
     SCHEDULE = ("tiles_per_wave", "split_k_min_depth")
 
@@ -110,6 +112,11 @@ class _ServingParams(_LazyParams):
             if np.any(fp8):
                 amax = np.asarray(self._args[0]["fp8_scale_floor_s"], dtype=float)
                 value = self[key] = np.where(fp8, np.maximum(value - amax, 0.0), value)
+        elif key == "efficiency_max":
+            nvfp4 = self._codes == CODE["nvfp4"]
+            if np.any(nvfp4):
+                speedup = np.asarray(self._args[0]["nvfp4_tuned_gemm_speedup"], dtype=float)
+                value = self[key] = np.where(nvfp4, value * speedup, value)
         elif key in self.SCHEDULE:
             nvfp4 = self._codes == CODE["nvfp4"]
             if np.any(nvfp4):

@@ -111,8 +111,9 @@ class Rates:
         peak_gemm = gemm_peak_flops_per_s(precision, hw) if peak_gemm is None else peak_gemm
         nvfp4 = np.asarray(precision) == CODE["nvfp4"]
         if training and np.any(nvfp4):
-            # training's NVFP4 GEMMs are Transformer Engine's (cuBLASLt), faster than the tables' kernels
-            peak_gemm = peak_gemm * np.where(nvfp4, hw["training_nvfp4_gemm_speedup"], 1.0)
+            # training's NVFP4 GEMMs (dense and per-expert) are Transformer Engine's cuBLASLt kernels, faster than
+            # the tables' fallback tactic (serving takes the factor on its dense GEMMs: fitted_params._ServingParams)
+            peak_gemm = peak_gemm * np.where(nvfp4, hw["nvfp4_tuned_gemm_speedup"], 1.0)
         experts = None
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
             experts = cls.of(hw, expert_precision, memory_efficiency, training=training, moe_min_latency=moe_min_latency)

@@ -36,7 +36,7 @@ FACTORS = [
     ("peak BF16 FLOP/s", ["peak_bf16_flops_per_s"], None),
     ("kernel efficiency (fitted to measured kernels)",
      [*KERNEL_COLUMNS, "memory_efficiency", "attention_efficiency", "sustained_clock_fraction",
-      "training_nvfp4_gemm_speedup", "scaleout_efficiency"], None),
+      "nvfp4_tuned_gemm_speedup", "scaleout_efficiency"], None),
     ("FP8", ["peak_fp8_flops_per_s"], "fp8"),
     ("FP4", ["peak_fp4_flops_per_s"], "fp4"),
     ("memory bandwidth", ["memory_bandwidth_bytes_per_s"], None),
