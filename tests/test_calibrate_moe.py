@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import of
 
-from dse.calibrate import moe
+from dse.calibrate import moe, moe_legacy
 
 from dse.calibrate import error_stats
 from dse.perf.forms import moe as form
@@ -187,7 +187,7 @@ def test_legacy_generator_replay():
         c = np.floor(w / w.sum() * T * k).astype(np.int64)
         c[np.argmax(c)] += T * k - c.sum()
         if c.max() > T:
-            assert moe._surplus_load(c, T, k, local) == _dealt(c, T, k, local)
+            assert moe_legacy._surplus_load(c, T, k, local) == _dealt(c, T, k, local)
 
 
 def test_time_at_load_is_the_form_at_its_own_load():

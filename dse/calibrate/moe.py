@@ -58,7 +58,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from dse.calibrate import Fit, round_sig
-from dse.calibrate.moe_legacy import LEGACY_DRAWS, _surplus_load, legacy_power_law_loads, time_at_load  # noqa: F401
+from dse.calibrate.moe_legacy import LEGACY_DRAWS, legacy_power_law_loads, time_at_load
 from dse.calibrate.tables import KernelData, _version_key
 from dse.perf.forms import moe as form
 from dse.perf.forms.moe import FORMATS, LAYER_PARAMS, MIN_LATENCY_MAX_TOKENS, moe_time_s, tile_tokens
@@ -66,10 +66,10 @@ from dse.perf.forms.moe import FORMATS, LAYER_PARAMS, MIN_LATENCY_MAX_TOKENS, mo
 FAMILY = "moe"
 FRAMEWORK = "trtllm"
 # kernel dtype -> dse precision (weight-only and smooth-quant formats are not fitted)
-DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "nvfp4", "w4a8_mxfp4_mxfp8": "mxfp4"}
+DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "nvfp4", "w4a8_mxfp4_mxfp8": "mxfp4",
+          "nvfp4_min_latency": "nvfp4-min-latency"}   # a pseudo dtype: SEPARATE
 # kernels fitted apart from their dtype's default one: (dtype, kernel) -> the pseudo dtype they fit as
 SEPARATE = {("nvfp4", "moe_torch_flow_min_latency"): "nvfp4_min_latency"}
-DTYPES["nvfp4_min_latency"] = "nvfp4-min-latency"
 KERNEL_FORMAT = {"nvfp4_min_latency": "nvfp4"}   # the number format of a pseudo dtype's weights and peak
 FIT_FORMAT = {DTYPES[d]: f for d, f in KERNEL_FORMAT.items()}   # ... by the precision its Fit is labelled
 MISTUNED_FACTOR = 1.5

@@ -104,24 +104,20 @@ class _ServingParams(_LazyParams):
     factor training's NVFP4 GEMMs take on their peak). Its ramp, floor and bandwidth stay the fit's."""
 
     SCHEDULE = ("tiles_per_wave", "split_k_min_depth")
+    # parameter -> (format, its serving value from the part's columns and the tables' value)
+    ADJUST = {
+        "floor_s": ("fp8", lambda hw, key, table: np.maximum(table - np.asarray(hw["fp8_scale_floor_s"], float), 0.0)),
+        "efficiency_max": ("nvfp4", lambda hw, key, table: table * np.asarray(hw["nvfp4_tuned_gemm_speedup"], float)),
+        **{k: ("nvfp4", lambda hw, key, table: np.asarray(hw[gemm_column(key, "bf16", "gemm")], float)) for k in SCHEDULE},
+    }
 
     def __missing__(self, key):
         value = super().__missing__(key)
-        if key == "floor_s":
-            fp8 = self._codes == CODE["fp8"]
-            if np.any(fp8):
-                amax = np.asarray(self._args[0]["fp8_scale_floor_s"], dtype=float)
-                value = self[key] = np.where(fp8, np.maximum(value - amax, 0.0), value)
-        elif key == "efficiency_max":
-            nvfp4 = self._codes == CODE["nvfp4"]
-            if np.any(nvfp4):
-                speedup = np.asarray(self._args[0]["nvfp4_tuned_gemm_speedup"], dtype=float)
-                value = self[key] = np.where(nvfp4, value * speedup, value)
-        elif key in self.SCHEDULE:
-            nvfp4 = self._codes == CODE["nvfp4"]
-            if np.any(nvfp4):
-                tuned = np.asarray(self._args[0][gemm_column(key, "bf16", "gemm")], dtype=float)
-                value = self[key] = np.where(nvfp4, tuned, value)
+        if key in self.ADJUST:
+            fmt, serving = self.ADJUST[key]
+            rows = self._codes == CODE[fmt]
+            if np.any(rows):
+                value = self[key] = np.where(rows, serving(self._args[0], key, value), value)
         return value
 
 

@@ -181,14 +181,15 @@ def moe_parts(op, r: Rates):
     efficiency = shape.pop("expert_gemm_efficiency", 1.0)
     peak = r.peak_gemm * r.clock
     params, tiled = {p: r.moe[p] for p in MOE_PARAMS}, r.moe_tiles
-    if np.any(r.moe_min_latency) and not per_expert:   # TensorRT-LLM's NVFP4 min-latency kernels, few tokens
-        small = r.moe_min_latency & (np.asarray(shape["num_tokens"]) <= MOE.MIN_LATENCY_MAX_TOKENS)
-        params = {p: np.where(small, r.min_latency[gemm_column(p, MIN_LATENCY, "moe")], v) for p, v in params.items()}
-        tiled = tiled | small
-    if np.any(tiled) and not per_expert:   # TRTLLM-Gen kernels pad each expert to whole token tiles
-        r_pairs, touched = MOE.routed_and_touched(**shape)
-        tile = MOE.tile_tokens(shape["num_tokens"], shape["topk"], shape["num_experts"] / shape["ep_size"])
-        peak = np.where(tiled, MOE.tiled_peak(peak, tile, r_pairs / touched), peak)
+    if not per_expert:   # the fused MoE kernels the tables time
+        if np.any(r.moe_min_latency):   # TensorRT-LLM's NVFP4 min-latency kernels, few tokens
+            small = r.moe_min_latency & (np.asarray(shape["num_tokens"]) <= MOE.MIN_LATENCY_MAX_TOKENS)
+            params = {p: np.where(small, r.min_latency[gemm_column(p, MIN_LATENCY, "moe")], v) for p, v in params.items()}
+            tiled = tiled | small
+        if np.any(tiled):   # TRTLLM-Gen kernels pad each expert to whole token tiles
+            r_pairs, touched = MOE.routed_and_touched(**shape)
+            tile = MOE.tile_tokens(shape["num_tokens"], shape["topk"], shape["num_experts"] / shape["ep_size"])
+            peak = np.where(tiled, MOE.tiled_peak(peak, tile, r_pairs / touched), peak)
     fixed, streams, weights, compute = MOE.moe_time_parts(
         **shape, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=r.bandwidth, **params)
     if not per_expert:

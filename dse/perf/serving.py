@@ -174,9 +174,9 @@ def aggregated(w, m, net, tp, pp, dp, ep):
 
     def steady(c):
         """(mean iteration, iteration carrying a full chunk, seconds of a prompt's iterations as a
-        function of its tokens, request lifetime) at c. Where fewer than every iteration carries a chunk, the mean is the
-        chunk-carrying and the decode-only iterations in their proportions, not one iteration with
-        the prompt tokens spread over all of them: an MoE layer's expert reads grow slower than its
+        function of its tokens, request lifetime) at c. Where fewer than every iteration carries a
+        chunk, the mean is the chunk-carrying and the decode-only iterations in their proportions,
+        not one iteration with the prompt tokens spread over all of them: an MoE layer's expert reads grow slower than its
         tokens (the experts a batch touches), so the spread-out average would read experts no
         iteration reads. A prompt takes ceil(tokens / room) iterations, each a decode iteration plus
         its chunk's share of the prompt work (the last chunk is a remainder, not a full room)."""
@@ -203,7 +203,7 @@ def aggregated(w, m, net, tp, pp, dp, ep):
     waiting = np.maximum(np.nan_to_num(offered, nan=0.0) - c, 0.0)
     wait = waiting * lifetime / c                                # offered beyond capacity queue for a slot
     ttft = prompt_s(isl) + wait
-    room, chunked = prompt_room(c)
+    _, chunked = prompt_room(c)
     long_prompt = prompt_s(isl + P90_Z * w["isl_std"])   # a 90th-percentile prompt
     rate = np.where(np.isnan(arrivals), dp * c / lifetime, np.minimum(w["request_rate"], dp * c / lifetime))
     gpus = dp * tp * pp
