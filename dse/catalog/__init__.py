@@ -78,6 +78,10 @@ def systems() -> pd.DataFrame:
     # A precision the part lacks runs at the next wider one (FP8 on Ampere runs as BF16).
     out["peak_fp8_flops_per_s"] = t["peak_fp8_tflops"].fillna(t["peak_bf16_tflops"]) * 1e12
     out["peak_fp4_flops_per_s"] = t["peak_fp4_tflops"].fillna(t["peak_fp8_tflops"]).fillna(t["peak_bf16_tflops"]) * 1e12
+    # Which formats the tensor cores multiply at all: a part listing an FP4 peak has block-scaled MMAs
+    # (Blackwell's FP4 instructions are block-scaled only; CDNA 4 likewise), one listing FP8 has FP8.
+    out["fp8_tensor_cores"] = t["peak_fp8_tflops"].notna().astype(float)
+    out["block_scaled_tensor_cores"] = t["peak_fp4_tflops"].notna().astype(float)
     out["memory"] = t["memory"]
     # HBM capacities are binary: an "80GB" H100 reports 81,559 MiB in nvidia-smi.
     out["memory_capacity_bytes"] = t["memory_capacity_gib"] * GIB

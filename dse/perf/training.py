@@ -33,7 +33,7 @@ from dse.perf import mixers as X
 from dse.perf import recompute as RE
 from dse.perf import roofline as R
 from dse.perf.distinct import distinct
-from dse.catalog.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s
+from dse.catalog.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s, unsupported
 from dse.perf.collectives import Network, Placement, overlapped_s
 from dse.perf.context import cp_a2a_group, cp_comm
 from dse.workload import Model
@@ -59,6 +59,7 @@ def reason_codes(m, w):
         (RC["interleave_microbatches"], (vp > 1) & (pp > 1) & ~divides(pp, w["global_batch"] / (dp * w["micro_batch"]))),
         (RC["dualpipe"], P.unschedulable(w["pp_schedule"], pp, vp, w["global_batch"] / (dp * w["micro_batch"]))),
         (RC["offload"], (w["offload_layers"] > 0) & ((pp > 1) | (w["recompute"] != 0) | (w["offload_layers"] >= m.layers))),
+        (RC["precision_unsupported"], unsupported(w["precision"], w) | (m.is_moe & unsupported(w["expert_precision"], w))),
     ]
     # a global batch defaulted from a fractional dp is the split's fault, not an invalid input
     invalid = not_positive_integers(tp, pp, cp, ep, vp, w["micro_batch"]) | (
