@@ -60,7 +60,7 @@ def _phase_ops(phase, w, m, batch, isl, osl, tp, n):
         ops += L.training_head_ops(m, s.tokens, tp)
         hw = {k: w[k] for k in schema.HARDWARE_COLUMNS}
         return ops, R.Rates.of(hw, w["precision"])
-    p = Pass(w, m, tp, ep)
+    p = Pass(w, m, tp, ep, np.maximum(w["dp"], 1))
     decode = phase == "decode"
     s = L.Shape(b, 1.0 if decode else float(isl), float(isl) + float(osl) / 2.0 if decode else float(isl), tp, ep)
     return p.ops(s, decode) + [L.serving_head_op(m, b, tp, p.operand)], p.rates(decode)

@@ -286,8 +286,8 @@ REASONS = (
     Reason(4, "pp_layers", "pp", "pp*vp must not exceed layers + 2 (every model chunk holds a layer, the embedding or the loss)"),
     Reason(5, "global_batch", "global_batch", "dp*micro_batch must divide global_batch"),
     Reason(6, "batch", "batch", "dp must divide batch (each replica serves batch/dp sequences)"),
-    Reason(7, "ep_dp", "ep", "ep x etp must divide tp x cp x dp (training; serving: ep must divide dp): the expert "
-                             "layers fold a pipeline stage's ranks"),
+    Reason(7, "ep_dp", "ep", "ep x etp must divide tp x cp x dp (training; serving: ep must divide dp, or be dp "
+                             "times a divisor of tp): the expert layers fold a pipeline stage's ranks"),
     Reason(8, "ep_experts", "ep", "ep must divide experts"),
     Reason(9, "cp_seq_len", "cp", "cp must divide seq_len"),
     Reason(10, "ep_dense", "ep", "ep > 1 needs a mixture-of-experts model"),

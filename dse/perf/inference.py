@@ -3,7 +3,9 @@
 A request batch is served by `dp` replicas of the model, each spread over tp x pp GPUs
 (gpus = tp * pp * dp; TP innermost, then EP, then PP, DP outermost, as in dse.perf.collectives).
 Experts of MoE layers are sharded over ep x tp GPUs, EP carved out of the replicas (ep | dp),
-as in training; tokens reach their experts through an all-to-all (dispatch + combine).
+as in training; tokens reach their experts through an all-to-all (dispatch + combine). An ep of
+dp times a divisor of tp spreads the experts over the TP group too (dse.perf.layer.expert_fold):
+those ranks hold the same tokens, so no all-to-all among them; the TP all-reduce combines.
 Each replica holds batch/dp sequences and runs static batching (TensorRT-LLM
 `gptSessionBenchmark`): one prefill of all its sequences, then osl - 1 decode steps.
 
@@ -61,7 +63,7 @@ def reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl):
         (RC["tp_kv_heads"], ~(divides(tp, m.kv_heads) | divides(m.kv_heads, tp))),
         (RC["pp_layers"], P.layout_infeasible(m.layers, pp, 1.0)),
         (RC["batch"], ~divides(dp, batch)),
-        (RC["ep_dp"], ~divides(ep, dp)),
+        (RC["ep_dp"], ~L.serving_ep_valid(ep, dp, tp)),
         (RC["ep_experts"], m.is_moe & ~divides(ep, m.experts)),
         (RC["ep_dense"], (ep > 1) & ~m.is_moe),
     ]
@@ -71,8 +73,10 @@ def reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl):
 class Pass:
     """Per-row constants of one evaluation shared by the prefill and decode passes."""
 
-    def __init__(self, w: dict, m: Model, tp, ep):
+    def __init__(self, w: dict, m: Model, tp, ep, dp):
         self.m, self.tp, self.ep = m, tp, ep
+        self.fold = L.expert_fold(ep, dp)   # TP ranks per EP group (1: EP over whole replicas)
+        self.a2a = ep / self.fold           # the EP ranks in other replicas, reached by all-to-all
         self.hw = w  # a Block: hardware columns are read (and expanded) where a formula uses them
         self.precision, self.expert_precision = w["precision"], w["expert_precision"]
         self.operand = L.GEMM_OPERAND_BYTES[w["precision"]]
@@ -96,7 +100,7 @@ class Pass:
 
     def weights_bytes(self, tp, pp, ep):
         """Weights per GPU: the routed experts in their own format, the other parameters in the GEMMs'."""
-        dense_params, expert_params = M.parameters_per_gpu(self.m, tp, pp, ep)
+        dense_params, expert_params = M.parameters_per_gpu(self.m, tp, pp, ep, etp=tp / self.fold)
         return dense_params * self.operand + expert_params * self.expert_operand
 
     def rates(self, decode: bool) -> R.Rates:
@@ -128,7 +132,8 @@ class Pass:
         ops = X.recurrent_ops(m, s, self.operand, decode)
         ops += L.mlp_ops(m, s, self.operand, self.dense)
         if np.any(m.is_moe):
-            ops += L.moe_ops(m, s, self.operand, self.moe, self.imbalance, spread=False,   # requests route at random
+            ops += L.moe_ops(m, L.experts_shape(s, self.fold), self.operand, self.moe, self.imbalance,
+                             spread=False,   # requests route at random
                              expert_operand=self.expert_operand)
         ops.append(L.elementwise_op(m, s, self.dense, self.moe, 1.0, rope=1.0))
         return ops
@@ -169,9 +174,9 @@ def stage_comm(p: Pass, net: Network, place: Placement, s: L.Shape, layers_per_s
     m, tp, ep = p.m, s.tp, s.ep
     act_msg = s.tokens * m.hidden * M.ACT_BYTES
     all_reduce = np.where(tp > 1, net.all_reduce_s(tp, place.tp_in, act_msg), 0.0)
-    if np.any(ep > 1):
+    if np.any(p.a2a > 1):
         dispatch = s.tokens * m.top_k * m.hidden * M.ACT_BYTES / tp * L.busiest_rank_load(m, p.imbalance, ep)
-        all_to_all = np.where(ep > 1, net.all_to_all_s(ep, place.ep_in, dispatch), 0.0)
+        all_to_all = np.where(p.a2a > 1, net.all_to_all_s(p.a2a, place.ep_in, dispatch), 0.0)
     else:
         all_to_all = 0.0
     gather = np.where(tp > 1, net.all_gather_s(tp, place.tp_in, s.seqs * m.vocab * M.LOGITS_BYTES), 0.0)
@@ -199,9 +204,9 @@ class PassSetup:
     def __init__(self, w):
         self.m = m = Model(w)
         self.tp, self.pp, dp, self.ep, batch = (np.maximum(w[k], 1) for k in ("tp", "pp", "dp", "ep", "batch"))
-        self.p = Pass(w, m, self.tp, self.ep)
+        self.p = Pass(w, m, self.tp, self.ep, dp)
         self.net = Network(w, overhead_s=real(w["collective_overhead_s"]), custom_all_reduce=w["custom_all_reduce"])
-        self.place = Placement(self.p.hw["scaleup_domain"], self.tp, 1.0, self.ep, self.pp, dp)
+        self.place = Placement(self.p.hw["scaleup_domain"], self.tp, 1.0, self.p.a2a, self.pp, dp)
         self.layers_per_stage = np.ceil(m.layers / self.pp - 1e-9)  # engines split unevenly: the slowest stage
         _, self.mb_seqs = micro_batch_seqs(batch / dp, self.pp)
 
@@ -268,7 +273,7 @@ def inference_columns(w: dict) -> dict:
     reason = reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl)
     # Keep the arithmetic finite on infeasible rows; they are flagged, not dropped.
     tp, pp, dp, ep, batch, isl, osl = (np.maximum(x, 1) for x in (tp, pp, dp, ep, batch, isl, osl))
-    p = Pass(w, m, tp, ep)
+    p = Pass(w, m, tp, ep, dp)
     layers_per_stage = m.layers / pp
     seqs = batch / dp                                    # sequences per replica
     micro, mb_seqs = micro_batch_seqs(seqs, pp)

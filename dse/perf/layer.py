@@ -19,6 +19,7 @@ from dataclasses import dataclass, is_dataclass
 import numpy as np
 
 from dse import catalog
+from dse.columns import divides
 from dse.catalog.precision import ELEMENT_BYTES as GEMM_OPERAND_BYTES  # noqa: F401 (re-exported)
 from dse.perf.forms import moe as MOE
 
@@ -64,6 +65,26 @@ class Shape:
     @property
     def tokens(self):
         return self.seqs * self.q_len
+
+
+def expert_fold(ep, dp):
+    """Serving: the TP ranks each expert-parallel group takes in beyond the replicas. With ep | dp
+    the EP ranks are whole replicas (attention data parallel; fold 1); an ep of dp times a divisor
+    of tp also spreads the experts over the TP group (TensorRT-LLM's moe_ep_size under attention TP,
+    vLLM and SGLang expert parallelism over TP), each expert split over tp / fold ranks."""
+    return np.maximum(ep / dp, 1.0)
+
+
+def serving_ep_valid(ep, dp, tp):
+    """EP carved out of the replicas (ep | dp), or whole replicas times a divisor of tp."""
+    return divides(ep, dp) | (divides(dp, ep) & divides(ep / dp, tp))
+
+
+def experts_shape(s: Shape, fold) -> Shape:
+    """The routed experts' view of a serving pass whose EP groups fold `fold` TP ranks: those ranks
+    hold the same tokens and split the experts among themselves, so each computes 1/fold of the
+    pairs on experts split fold times less (the training model's etp Shape, dse.perf.training)."""
+    return Shape(s.seqs / fold, s.q_len, s.ctx, s.tp / fold, s.ep)
 
 
 def kv_width_local(m, tp):

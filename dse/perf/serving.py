@@ -1,8 +1,9 @@
 """Serving as engines run it: continuous (in-flight) batching in steady state, aggregated or with
 prefill and decode on separate GPU pools, for N design points at once.
 
-Aggregated (TensorRT-LLM, vLLM, SGLang with chunked prefill). A replica (tp x pp GPUs, experts
-over ep x tp, ep | dp) keeps `c` requests in flight. Every iteration each of them verifies
+Aggregated (TensorRT-LLM, vLLM, SGLang with chunked prefill). A replica (tp x pp GPUs; experts
+over ep ranks, carved out of the dp replicas or spreading over the TP group too, dse.perf.layer.
+expert_fold) keeps `c` requests in flight. Every iteration each of them verifies
 1 + spec_draft_tokens tokens and keeps a = 1 + spec_acceptance of them (a = 1 without speculative
 decoding), and the prompts of the requests that replace the finished ones enter in chunks:
 
@@ -95,7 +96,7 @@ def stage_s(p: Pass, net: Network, place: Placement, decode_seqs, verify, prefil
     kernels = (compute + memory) * layers_per_stage
     decode_only = np.asarray(prefill_seqs) <= 0
     experts = (expert_exchange_s(p, net, place, tokens, layers_per_stage, kernels, decode_only)
-               if np.any(ep > 1) else 0.0)
+               if np.any(p.a2a > 1) else 0.0)
     send = np.where(pp > 1, net.p2p_s(place.pp_stride, act_msg / tp), 0.0)
     comm = layers_per_stage * m.blocks_per_layer * all_reduce + experts + send
     overhead = p.layer_overhead * layers_per_stage + p.launch_overhead * K["kernels_per_pass"]
@@ -114,9 +115,9 @@ def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_pe
     element = np.where(flex, (p.expert_operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
     dispatcher = np.where(flex & decode_only, 0, w["moe_dispatcher"])
     token_bytes = tokens * m.hidden * element / p.tp * L.busiest_rank_load(m, p.imbalance, ep)
-    exchange = net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k, dispatcher,
+    exchange = net.expert_exchange_s(p.a2a, place.ep_in, token_bytes, m.top_k, dispatcher,
                                      m.routed_groups, m.group_top_k)
-    comm = np.where(ep > 1, layers_per_stage * p.moe * exchange, 0.0)
+    comm = np.where(p.a2a > 1, layers_per_stage * p.moe * exchange, 0.0)
     return np.where(w["moe_a2a_overlap"], overlapped_s(comm, kernels, K["comm_sm_fraction"]), comm)
 
 
@@ -140,7 +141,7 @@ def reason_codes(m, w, tp, pp, dp, ep, gpus):
         (RC["split"], np.abs(tp * pp * dp - gpus) > 0.5),
         (RC["tp_heads"], ~divides(tp, m.heads)),
         (RC["tp_kv_heads"], ~(divides(tp, m.kv_heads) | divides(m.kv_heads, tp))),
-        (RC["ep_dp"], ~divides(ep, dp)),
+        (RC["ep_dp"], ~L.serving_ep_valid(ep, dp, tp)),
         (RC["ep_experts"], m.is_moe & ~divides(ep, m.experts)),
         (RC["ep_dense"], (ep > 1) & ~m.is_moe),
     ]
@@ -157,8 +158,8 @@ def _iteration(p, net, place, w, m, c, pp, layers_per_stage, prefill_seqs):
 
 def aggregated(w, m, net, tp, pp, dp, ep):
     """Continuous batching with chunked prefill on one pool (module docstring)."""
-    p = Pass(w, m, tp, ep)
-    place = Placement(p.hw["scaleup_domain"], tp, 1.0, ep, pp, dp)
+    p = Pass(w, m, tp, ep, dp)
+    place = Placement(p.hw["scaleup_domain"], tp, 1.0, p.a2a, pp, dp)
     layers = np.ceil(m.layers / pp - 1e-6)
     isl, osl, budget = w["isl"], w["osl"], w["max_num_tokens"]
     verify, a = 1.0 + w["spec_draft_tokens"], 1.0 + w["spec_acceptance"]
@@ -225,16 +226,16 @@ def disaggregated(w, m, net, tp, pp, ep):
     isl, osl, budget = w["isl"], w["osl"], w["max_num_tokens"]
     verify, a = 1.0 + w["spec_draft_tokens"], 1.0 + w["spec_acceptance"]
     # prefill instances: batches of whole prompts filling the token budget
-    pre = Pass(w, m, p_tp, p_ep)
-    pre_place = Placement(pre.hw["scaleup_domain"], p_tp, 1.0, p_ep, 1.0, p_gpus / p_tp)
+    pre = Pass(w, m, p_tp, p_ep, np.floor(p_gpus / p_tp))
+    pre_place = Placement(pre.hw["scaleup_domain"], p_tp, 1.0, pre.a2a, 1.0, p_gpus / p_tp)
     batch = np.maximum(np.floor(budget / isl), 1.0)
     t_pre = stage_s(pre, net, pre_place, 0.0, 1.0, batch, isl, isl, m.layers, 1.0)
     pre_rate = np.floor(p_gpus / p_tp) * batch / t_pre
     pre_kv, pre_weights, _ = kv_capacity(pre, w, m, p_tp, 1.0, p_ep, isl, budget, m.layers)
     # decode replicas: no prompt work, as many requests as fit
     dp = d_gpus / (tp * pp)
-    dec = Pass(w, m, tp, ep)
-    place = Placement(dec.hw["scaleup_domain"], tp, 1.0, ep, pp, dp)
+    dec = Pass(w, m, tp, ep, dp)
+    place = Placement(dec.hw["scaleup_domain"], tp, 1.0, dec.a2a, pp, dp)
     layers = np.ceil(m.layers / pp - 1e-6)
     kv_seqs, weights, per_request = kv_capacity(dec, w, m, tp, pp, ep, isl + osl, np.maximum(budget / 8, 1), layers)
     c_cap = np.minimum(np.minimum(kv_seqs, w["max_num_seqs"]), np.floor(budget / verify))
