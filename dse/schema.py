@@ -318,7 +318,7 @@ REASONS = (
                                             "offloaded layers than the model has; lower offload_layers or set it to 0"),
     Reason(22, "precision_unsupported", "precision",
            "the GPU's tensor cores cannot multiply in this precision or expert_precision (fp8 and fp8-block "
-           "need Ada, Hopper or newer; mxfp8, nvfp4 and mxfp4 Blackwell or newer); use bf16 or a supported format"),
+           "need Ada, Hopper or newer; mxfp8, nvfp4 and mxfp4 Blackwell or newer, nvfp4 an NVIDIA part); use bf16 or a supported format"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)

@@ -82,6 +82,8 @@ def systems() -> pd.DataFrame:
     # (Blackwell's FP4 instructions are block-scaled only; CDNA 4 likewise), one listing FP8 has FP8.
     out["fp8_tensor_cores"] = t["peak_fp8_tflops"].notna().astype(float)
     out["block_scaled_tensor_cores"] = t["peak_fp4_tflops"].notna().astype(float)
+    # NVFP4's scales (E4M3 per 16) are NVIDIA's; other vendors' FP4 units take the OCP MX scales only
+    out["nvfp4_tensor_cores"] = (t["peak_fp4_tflops"].notna() & (t["vendor"] == "nvidia")).astype(float)
     out["memory"] = t["memory"]
     # HBM capacities are binary: an "80GB" H100 reports 81,559 MiB in nvidia-smi.
     out["memory_capacity_bytes"] = t["memory_capacity_gib"] * GIB

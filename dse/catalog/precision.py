@@ -24,7 +24,8 @@ PEAK_COLUMN = {n: ("peak_bf16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_fl
 # recipe otherwise: quantization.py check_fp8_support needs sm89+, check_fp8_block_scaling_support
 # sm90+, check_mxfp8_support and check_nvfp4_support sm100+, TransformerEngine@d0067d0).
 NEEDS_FP8 = (_TABLE["tensor_cores"] == "fp8").to_numpy()
-NEEDS_BLOCK_SCALED = (_TABLE["tensor_cores"] == "block_scaled").to_numpy()
+NEEDS_BLOCK_SCALED = _TABLE["tensor_cores"].isin(["block_scaled", "nvfp4"]).to_numpy()
+NEEDS_NVFP4 = (_TABLE["tensor_cores"] == "nvfp4").to_numpy()     # NVIDIA's E4M3 scale per 16
 ELEMENT_BYTES = _TABLE["element_bytes"].to_numpy(np.float32)          # GEMM operand / KV element, scales included
 SERVING_QUANTIZE_BYTES = _TABLE["serving_quantize_bytes"].to_numpy(np.float32)
 TRAINING_QUANTIZE_READS = _TABLE["training_quantize_reads"].to_numpy(np.float32)
@@ -46,4 +47,5 @@ def unsupported(precision, hw: dict):
     """True where the part's tensor cores cannot multiply in `precision` (FP8 on Ampere, MXFP8 or
     NVFP4 on Hopper): a framework refuses such a training run rather than emulating it."""
     return ((NEEDS_FP8[precision] & (np.asarray(hw["fp8_tensor_cores"]) == 0))
-            | (NEEDS_BLOCK_SCALED[precision] & (np.asarray(hw["block_scaled_tensor_cores"]) == 0)))
+            | (NEEDS_BLOCK_SCALED[precision] & (np.asarray(hw["block_scaled_tensor_cores"]) == 0))
+            | (NEEDS_NVFP4[precision] & (np.asarray(hw["nvfp4_tensor_cores"]) == 0)))

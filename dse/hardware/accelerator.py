@@ -90,6 +90,7 @@ def accelerator_columns(cols: dict) -> dict:
         "peak_fp4_flops_per_s": comp["peak_bf16_flops_per_s"] * A["fp4_per_bf16"],
         "fp8_tensor_cores": np.ones(len(valid)),            # a derived part has FP8 and FP4 peaks
         "block_scaled_tensor_cores": np.ones(len(valid)),
+        "nvfp4_tensor_cores": np.ones(len(valid)),
         "memory_capacity_bytes": mem["memory_capacity_bytes"],
         "memory_bandwidth_bytes_per_s": mem["memory_bandwidth_bytes_per_s"],
         "scaleup_bandwidth_bytes_per_s": io["scaleup_bandwidth_bytes_per_s"],

@@ -38,7 +38,7 @@ FACTORS = [
      [*KERNEL_COLUMNS, "memory_efficiency", "attention_efficiency", "sustained_clock_fraction",
       "nvfp4_tuned_gemm_speedup", "scaleout_efficiency"], None),
     ("FP8", ["peak_fp8_flops_per_s", "fp8_tensor_cores"], "fp8"),           # the units and their peak
-    ("FP4", ["peak_fp4_flops_per_s", "block_scaled_tensor_cores"], "fp4"),
+    ("FP4", ["peak_fp4_flops_per_s", "block_scaled_tensor_cores", "nvfp4_tensor_cores"], "fp4"),
     ("memory bandwidth", ["memory_bandwidth_bytes_per_s"], None),
     ("memory capacity", ["memory_capacity_bytes"], None),
     ("scale-up bandwidth", ["scaleup_bandwidth_bytes_per_s", "scaleup_latency_s"], None),
