@@ -49,6 +49,7 @@ from dse import catalog, schema
 from dse.columns import divides, first_failure, not_positive_integers, real
 from dse.perf import layer as L
 from dse.perf import memory as M
+from dse.perf.bench_limits import engine_limits
 from dse.perf.collectives import Network, Placement, overlapped_s
 from dse.perf.inference import Pass, split_by_bound
 from dse.workload import Model
@@ -161,10 +162,11 @@ def aggregated(w, m, net, tp, pp, dp, ep):
     p = Pass(w, m, tp, ep, dp)
     place = Placement(p.hw["scaleup_domain"], tp, 1.0, p.a2a, pp, dp)
     layers = np.ceil(m.layers / pp - 1e-6)
-    isl, osl, budget = w["isl"], w["osl"], w["max_num_tokens"]
+    isl, osl = w["isl"], w["osl"]
+    max_seqs, budget = engine_limits(p, w, m, tp, pp)
     verify, a = 1.0 + w["spec_draft_tokens"], 1.0 + w["spec_acceptance"]
     kv_seqs, weights, per_request = kv_capacity(p, w, m, tp, pp, ep, isl + osl, budget, layers)
-    c_cap = np.minimum(np.minimum(kv_seqs, w["max_num_seqs"]), np.floor(budget / (verify + isl * a / osl)))
+    c_cap = np.minimum(np.minimum(kv_seqs, max_seqs), np.floor(budget / (verify + isl * a / osl)))
     offered = w["concurrency"] / dp
     c = np.maximum(np.where(np.isnan(offered), c_cap, np.minimum(offered, c_cap)), 1.0)
 
@@ -223,10 +225,11 @@ def disaggregated(w, m, net, tp, pp, ep):
     """Prefill and decode on separate pools (module docstring)."""
     p_tp, p_ep = np.maximum(w["prefill_tp"], 1), np.maximum(w["prefill_ep"], 1)
     p_gpus, d_gpus = w["prefill_gpus"], w["decode_gpus"]
-    isl, osl, budget = w["isl"], w["osl"], w["max_num_tokens"]
+    isl, osl = w["isl"], w["osl"]
     verify, a = 1.0 + w["spec_draft_tokens"], 1.0 + w["spec_acceptance"]
     # prefill instances: batches of whole prompts filling the token budget
     pre = Pass(w, m, p_tp, p_ep, np.floor(p_gpus / p_tp))
+    _, budget = engine_limits(pre, w, m, p_tp, 1.0)
     pre_place = Placement(pre.hw["scaleup_domain"], p_tp, 1.0, pre.a2a, 1.0, p_gpus / p_tp)
     batch = np.maximum(np.floor(budget / isl), 1.0)
     t_pre = stage_s(pre, net, pre_place, 0.0, 1.0, batch, isl, isl, m.layers, 1.0)
@@ -237,8 +240,9 @@ def disaggregated(w, m, net, tp, pp, ep):
     dec = Pass(w, m, tp, ep, dp)
     place = Placement(dec.hw["scaleup_domain"], tp, 1.0, dec.a2a, pp, dp)
     layers = np.ceil(m.layers / pp - 1e-6)
-    kv_seqs, weights, per_request = kv_capacity(dec, w, m, tp, pp, ep, isl + osl, np.maximum(budget / 8, 1), layers)
-    c_cap = np.minimum(np.minimum(kv_seqs, w["max_num_seqs"]), np.floor(budget / verify))
+    max_seqs, dec_budget = engine_limits(dec, w, m, tp, pp)
+    kv_seqs, weights, per_request = kv_capacity(dec, w, m, tp, pp, ep, isl + osl, np.maximum(dec_budget / 8, 1), layers)
+    c_cap = np.minimum(np.minimum(kv_seqs, max_seqs), np.floor(dec_budget / verify))
     offered = w["concurrency"] / dp
     c = np.maximum(np.where(np.isnan(offered), c_cap, np.minimum(offered, c_cap)), 1.0)
     t_iter = _iteration(dec, net, place, w, m, c, pp, layers, 0.0)
