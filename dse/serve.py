@@ -24,12 +24,13 @@ PREFILL_SHARES = (0.125, 0.25, 0.5)                 # disaggregated: share of th
 
 
 def _mappings(gpus: int, moe: bool, domain: float):
-    """(tp, pp, ep) that split `gpus`: tp inside the scale-up domain, ep over the replicas."""
+    """(tp, pp, ep) that split `gpus`: tp inside the scale-up domain; the experts tensor-parallel
+    (ep 1), over the replicas (attention data parallel) or over the replicas and their TP groups."""
     for tp, pp in itertools.product(DEGREES, DEGREES):
         if gpus % (tp * pp) or tp > domain:
             continue
         dp = gpus // (tp * pp)
-        for ep in (sorted({1, dp}) if moe else (1,)):
+        for ep in (sorted({1, dp, dp * tp}) if moe else (1,)):
             yield tp, pp, ep
 
 
@@ -82,13 +83,14 @@ def space(model, systems, gpus, isl, osl, framework=None, precision=None, kv_pre
 
 
 def best(results: pd.DataFrame, ttft_s=None, tpot_s=None) -> pd.DataFrame:
-    """Feasible points whose mean TTFT and TPOT meet the targets, most output tokens/s per GPU first."""
+    """Feasible points whose mean TTFT and TPOT meet the targets, most output tokens/s per GPU first
+    (of equal throughput, the shortest TTFT, then TPOT: requests offered beyond the capacity only queue)."""
     ok = results["fits"].to_numpy(dtype=bool).copy()
     if ttft_s is not None:
         ok &= results["ttft_s"].to_numpy() <= ttft_s
     if tpot_s is not None:
         ok &= results["tpot_s"].to_numpy() <= tpot_s
-    return results[ok].sort_values("output_tokens_per_s_per_gpu", ascending=False)
+    return results[ok].sort_values(["output_tokens_per_s_per_gpu", "ttft_s", "tpot_s"], ascending=[False, True, True])
 
 
 def front(results: pd.DataFrame, by=("system", "disaggregated")) -> pd.DataFrame:

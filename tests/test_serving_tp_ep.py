@@ -62,3 +62,21 @@ def test_aiconfigurator_rows_of_this_mapping():
     res = serving_results().set_index("id").loc[[f"AS{i}" for i in range(390, 409)]]
     assert res["skipped"].eq("").all()
     assert res["error_pct"].abs().median() < 25.0
+
+
+def test_the_serving_search_tries_expert_parallelism_over_the_tp_group():
+    from dse import serve
+    space = serve.space("qwen3-235b-a22b", ["h200"], [8], 1024, 1024, framework="tensorrt-llm", disaggregated=False)
+    dp = space["gpus"] // (space["tp"] * space["pp"])
+    folded = space[(space["ep"] > dp) & (space["tp"] == 8)]
+    assert len(folded) and (folded["ep"] == 8).all()
+    assert dse.evaluate_serving(folded)["fits"].any()
+
+
+def test_of_equal_throughput_the_search_prefers_the_shorter_ttft():
+    # offered beyond the KV capacity, requests only queue: the same throughput at a longer TTFT
+    from dse import serve
+    results = dse.evaluate_serving(serve.space("deepseek-v3", ["b200"], [8], 1024, 1024, disaggregated=False))
+    top = serve.best(results).iloc[0]
+    same = results[results["fits"] & np.isclose(results["output_tokens_per_s_per_gpu"], top["output_tokens_per_s_per_gpu"])]
+    assert top["ttft_s"] == same["ttft_s"].min()
