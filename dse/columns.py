@@ -151,7 +151,8 @@ def _group_key(work: dict, n: int):
     """(group per row, number of groups): one group per combination of catalog entries (the
     distinct row-code arrays of the catalog columns); None if there are too many combinations."""
     key, size = np.zeros(n, dtype=np.int64), 1
-    for codes in {id(v.codes): v.codes for v in work.values() if isinstance(v, CatalogColumn)}.values():
+    # (a column of one value, every code 0, groups nothing)
+    for codes in {id(v.codes): v.codes for v in work.values() if isinstance(v, CatalogColumn) and len(v.values) > 1}.values():
         low, high = (int(codes.min()), int(codes.max())) if len(codes) else (0, 0)
         if size * (high - low + 1) > 1 << 24:
             return None
@@ -241,10 +242,10 @@ def not_positive_integers(*arrays) -> np.ndarray:
 def first_failure(checks: list, invalid: np.ndarray, invalid_code: int) -> np.ndarray:
     """Reason code per row: 0 if no check fails, else the code of the first failing check;
     `invalid_code` where the inputs themselves are invalid. `checks` is a list of (code, mask)."""
-    code = np.zeros(invalid.shape, dtype=np.int8)
+    code = np.zeros(np.broadcast_shapes(np.shape(invalid), *(np.shape(f) for _, f in checks)), dtype=np.int8)
     for reason, failed in reversed(checks):  # the first failure is written last
-        np.putmask(code, failed, reason)
-    np.putmask(code, invalid, invalid_code)
+        np.putmask(code, np.broadcast_to(failed, code.shape), reason)
+    np.putmask(code, np.broadcast_to(invalid, code.shape), invalid_code)
     return code
 
 

@@ -57,6 +57,21 @@ def _numeric(work: dict, names) -> dict:
             else np.asarray(work[k], dtype=MODEL_FLOAT) for k in names}
 
 
+def _one_valued(inputs: dict, n: int) -> dict:
+    """`inputs` with each per-row array that holds one value on every row (a defaulted column, a
+    broadcast scalar) as a one-entry CatalogColumn: a uniform block (dse.columns.blockwise) reads it
+    as that one value, so it is never reordered and the arithmetic on it is not repeated per row."""
+    zeros = None
+    for k, v in inputs.items():
+        if not isinstance(v, np.ndarray) or v.ndim != 1 or v.dtype.kind not in "biuf" or n < 2:
+            continue
+        bits = v.view(f"u{v.itemsize}")   # the same bits: -0.0 is not 0.0, a NaN is one value
+        if (bits == bits[0]).all():
+            zeros = np.zeros(n, dtype=np.intp) if zeros is None else zeros
+            inputs[k] = CatalogColumn(zeros, v[:1].copy(), np.ones(1, dtype=bool))
+    return inputs
+
+
 def _setting(work: dict, name: str, kind: str):
     """A software setting for the blockwise arithmetic: a preset's per-row lookup stays lazy."""
     v = work[name]
@@ -285,7 +300,7 @@ def _kernel(cols: dict, evaluator: str, inputs_of, columns_of):
     resolved, inputs built once for the batch, the kernel run block by block, reasons attached."""
     cols, work, n = resolved(cols, evaluator)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
-        inputs = inputs_of(work, n)
+        inputs = _one_valued(inputs_of(work, n), n)
         out = blockwise(columns_of, inputs, n)
     _reasons(work, out, _invalid(cols, evaluator))
     return work, inputs, out
