@@ -18,20 +18,20 @@ class _PerRowColumn(Exception):
 
 
 def _dense_codes(v: np.ndarray) -> tuple[np.ndarray | None, int]:
-    """(code per row, number of codes) of a column's values: small whole numbers are their own
-    codes (or, up to 2**16, their rank among the values present), other values are numbered by
-    hashing; (None, 1) for a column of one whole number."""
+    """(code per row, number of codes) of a column's values: whole numbers below 2**16 are coded by
+    their rank among the values present (so the codes of several columns combine into few), other
+    values are numbered by hashing; (None, 1) for a column of one whole number."""
     if v.dtype == bool:
         return v.view(np.uint8), 2
-    if v.dtype.kind in "iuf":
+    if v.dtype.kind in "iuf" and len(v) and 0 <= v.min() and v.max() < 1 << 16:   # (not NaN)
         small = v.astype(np.intp)
-        low, high = int(small.min()), int(small.max())
-        if 0 <= low and high < 1 << 16 and (v.dtype.kind in "iu" or (small == v).all()):
-            if low == high or high < 64:
-                return (None, 1) if low == high else (small, high + 1)
-            present = np.zeros(high + 1, dtype=bool)
+        if v.dtype.kind in "iu" or (small == v).all():
+            present = np.zeros(int(v.max()) + 1, dtype=bool)
             present[small] = True
-            return (np.cumsum(present, dtype=np.intp) - 1)[small], int(present.sum())
+            count = int(present.sum())
+            if count == 1:
+                return None, 1
+            return (small if count == len(present) else (np.cumsum(present) - 1)[small]), count
     codes, uniques = pd.factorize(v, use_na_sentinel=False)
     return codes, len(uniques)
 
