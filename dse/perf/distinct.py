@@ -137,7 +137,7 @@ class _DistinctRows(ColumnView):
         if key not in self._seen:
             v = self._work[key]
             if isinstance(v, CatalogColumn):
-                v = v.values if len(v.values) == 1 else v[self._starts][self._block]
+                v = v.values if len(v.values) == 1 else np.take(v[self._starts], self._block, mode="clip")
             elif np.ndim(v) == 1 and len(v) == self._work.rows:
                 if key not in self._keys:
                     raise _PerRowColumn(key)
@@ -149,8 +149,8 @@ class _DistinctRows(ColumnView):
 def _at_rows(value, index: np.ndarray, n: int):
     """`value` with each 1-D array of n rows in it (itself, in a tuple, list or dict, or an attribute of a
     plain object, read through _AtRows) taken at `index`."""
-    if isinstance(value, np.ndarray):
-        return value[index] if value.ndim == 1 and len(value) == n else value
+    if isinstance(value, np.ndarray):   # (mode="clip": in range, the unchecked take is faster than value[index])
+        return np.take(value, index, mode="clip") if value.ndim == 1 and len(value) == n else value
     if isinstance(value, (tuple, list)):
         return type(value)(_at_rows(v, index, n) for v in value)
     if isinstance(value, dict):
