@@ -94,13 +94,13 @@ class Block(ColumnView):
     pays only for the columns it uses, however many the schema defines (the fitted kernel
     parameters of every number format, say). In a `uniform` block (rows of one catalog entry each,
     see blockwise) catalog columns are read as one value (an array of length 1, broadcast against
-    the per-row columns)."""
+    the per-row columns). `frame`: the Reordered columns the blocks of a long batch share."""
 
-    def __init__(self, work: Mapping, rows: slice, uniform: bool = False, n: int | None = None):
+    def __init__(self, work: Mapping, rows: slice, uniform: bool = False, n: int | None = None,
+                 frame: "Reordered | None" = None):
         self._work, self._rows, self._seen = work, rows, {}
         self.rows = rows.stop - rows.start if n is None else n   # rows in the block
-        self.key_codes = {}   # per column, the codes of its distinct values in the block (dse.perf.distinct)
-        self.uniform = uniform
+        self.uniform, self.frame, self.frame_rows = uniform, frame, rows
         self._one = slice(rows.start, rows.start + 1) if uniform else None
 
     def __getitem__(self, key):
@@ -130,10 +130,12 @@ class _Reordered:
 
 class Reordered(ColumnView):
     """The columns of `work` with their rows in `order`, each reordered when first read (catalog
-    columns only where a block reads them)."""
+    columns only where a block reads them). The row blocks evaluated over them (row_groups) and what
+    is computed once for all of them (dse.perf.distinct) are kept with them."""
 
-    def __init__(self, work: Mapping, order: np.ndarray):
+    def __init__(self, work: Mapping, order: np.ndarray, blocks: list = ()):
         self._work, self._order, self._seen = work, order, {}
+        self.rows, self.blocks, self.shared = len(order), blocks, {}
 
     def __getitem__(self, key):
         if key not in self._seen:
@@ -151,7 +153,8 @@ def _group_key(work: dict, n: int):
     """(group per row, number of groups): one group per combination of catalog entries (the
     distinct row-code arrays of the catalog columns); None if there are too many combinations."""
     key, size = np.zeros(n, dtype=np.int64), 1
-    for codes in {id(v.codes): v.codes for v in work.values() if isinstance(v, CatalogColumn)}.values():
+    # (a column of one value, every code 0, groups nothing)
+    for codes in {id(v.codes): v.codes for v in work.values() if isinstance(v, CatalogColumn) and len(v.values) > 1}.values():
         low, high = (int(codes.min()), int(codes.max())) if len(codes) else (0, 0)
         if size * (high - low + 1) > 1 << 24:
             return None
@@ -197,10 +200,10 @@ def blockwise(fn, work: dict, n: int, block: int = BLOCK_ROWS) -> dict:
         return {k: np.asarray(v).astype(result_dtype(np.asarray(v)), copy=False) for k, v in part.items()}
     plan = row_groups(work, n, block)
     order, blocks = plan if plan else (None, [(i, min(i + block, n), False) for i in range(0, n, block)])
-    rows = work if order is None else Reordered(work, order)
+    rows = work if order is None else Reordered(work, order, blocks)
     out = None
     for start, stop, uniform in blocks:
-        part = fn(Block(rows, slice(start, stop), uniform))
+        part = fn(Block(rows, slice(start, stop), uniform, frame=None if order is None else rows))
         if out is None:
             out = {k: np.empty(n, dtype=result_dtype(np.asarray(v))) for k, v in part.items()}
         for k, v in part.items():
@@ -241,10 +244,10 @@ def not_positive_integers(*arrays) -> np.ndarray:
 def first_failure(checks: list, invalid: np.ndarray, invalid_code: int) -> np.ndarray:
     """Reason code per row: 0 if no check fails, else the code of the first failing check;
     `invalid_code` where the inputs themselves are invalid. `checks` is a list of (code, mask)."""
-    code = np.zeros(invalid.shape, dtype=np.int8)
+    code = np.zeros(np.broadcast_shapes(np.shape(invalid), *(np.shape(f) for _, f in checks)), dtype=np.int8)
     for reason, failed in reversed(checks):  # the first failure is written last
-        np.putmask(code, failed, reason)
-    np.putmask(code, invalid, invalid_code)
+        np.putmask(code, np.broadcast_to(failed, code.shape), reason)
+    np.putmask(code, np.broadcast_to(invalid, code.shape), invalid_code)
     return code
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dse import economics, hardware, resolve, schema
-from dse.columns import MODEL_FLOAT, CatalogColumn, as_bool, as_float, blockwise, pack, real, to_columns
+from dse.columns import MODEL_FLOAT, CatalogColumn, as_bool, as_float, blockwise, length, pack, real, to_columns
 from dse.errors import ConfigError
 from dse.perf.inference import BOUNDS, inference_columns
 from dse.perf.serving import serving_columns
@@ -57,6 +57,21 @@ def _numeric(work: dict, names) -> dict:
             else np.asarray(work[k], dtype=MODEL_FLOAT) for k in names}
 
 
+def _one_valued(inputs: dict, n: int) -> dict:
+    """`inputs` with each per-row array that holds one value on every row (a defaulted column, a
+    broadcast scalar) as a one-entry CatalogColumn: a uniform block (dse.columns.blockwise) reads it
+    as that one value, so it is never reordered and the arithmetic on it is not repeated per row."""
+    zeros = None
+    for k, v in inputs.items():
+        if not isinstance(v, np.ndarray) or v.ndim != 1 or v.dtype.kind not in "biuf" or n < 2:
+            continue
+        bits = v.view(f"u{v.itemsize}")   # the same bits: -0.0 is not 0.0, a NaN is one value
+        if v.strides == (0,) or (bits == bits[0]).all():
+            zeros = np.zeros(n, dtype=np.intp) if zeros is None else zeros
+            inputs[k] = CatalogColumn(zeros, v[:1].copy(), np.ones(1, dtype=bool))
+    return inputs
+
+
 def _setting(work: dict, name: str, kind: str):
     """A software setting for the blockwise arithmetic: a preset's per-row lookup stays lazy."""
     v = work[name]
@@ -80,6 +95,22 @@ def _sequence_parallel(work: dict, tp) -> np.ndarray:
     return as_bool(work, "sp", False)
 
 
+def _number(work: dict, name: str) -> np.ndarray:
+    """A numeric input as floats (as_float, with the schema default); one not given is its default
+    broadcast to every row (a read-only view, not a per-row copy)."""
+    if name not in work:
+        return np.broadcast_to(np.float64(schema.default_number(name)), (length(work),))
+    return as_float(work, name, schema.default_number(name))
+
+
+def _model_float(v) -> np.ndarray:
+    """v as MODEL_FLOAT; one value broadcast to every row (_number) stays a broadcast."""
+    v = np.asarray(v)
+    if v.ndim == 1 and v.strides == (0,):
+        return np.broadcast_to(v[:1].astype(MODEL_FLOAT), v.shape)
+    return np.asarray(v, dtype=MODEL_FLOAT)
+
+
 def _fill_missing(x: np.ndarray, fill) -> np.ndarray:
     """x with its NaN entries replaced by those of fill() (called only if x has any)."""
     missing = np.isnan(x)
@@ -88,7 +119,7 @@ def _fill_missing(x: np.ndarray, fill) -> np.ndarray:
 
 def training_inputs(work: dict, n: int) -> dict:
     """Every input the training kernel reads, once for the whole batch."""
-    f = lambda k: as_float(work, k, schema.default_number(k))  # noqa: E731
+    f = lambda k: _number(work, k)  # noqa: E731
     tp, pp, cp, ep, vp = f("tp"), f("pp"), f("cp"), f("ep"), f("vp")
     gpus, dp = f("gpus"), f("dp")  # either may be missing (per row): one gives the other
     if (np.isnan(gpus) & np.isnan(dp)).all():
@@ -101,7 +132,7 @@ def training_inputs(work: dict, n: int) -> dict:
     etp = f("etp")
     degrees = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vp=vp, micro_batch=micro_batch,
                    global_batch=global_batch, etp=np.where(np.isnan(etp), tp, etp))
-    out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in degrees.items()})
+    out.update({k: _model_float(v) for k, v in degrees.items()})
     precision = schema.enum_codes(work, "precision")
     out.update(precision=precision, expert_precision=schema.expert_precision_codes(work, precision),
                recompute=_setting(work, "recompute", "code"),
@@ -111,10 +142,10 @@ def training_inputs(work: dict, n: int) -> dict:
                moe_capacity_factor=_setting(work, "moe_capacity_factor", "float"),
                moe_dispatcher=_setting(work, "moe_dispatcher", "code"), cp_comm=_setting(work, "cp_comm", "code"),
                pp_schedule=_setting(work, "pp_schedule", "code"),
-               mtp_layers=np.asarray(f("mtp_layers"), dtype=MODEL_FLOAT),
-               adapter=schema.enum_codes(work, "adapter"), adapter_rank=np.asarray(f("adapter_rank"), dtype=MODEL_FLOAT),
-               document_tokens=np.asarray(f("document_tokens"), dtype=MODEL_FLOAT),
-               offload_layers=np.asarray(f("offload_layers"), dtype=MODEL_FLOAT),
+               mtp_layers=_model_float(f("mtp_layers")),
+               adapter=schema.enum_codes(work, "adapter"), adapter_rank=_model_float(f("adapter_rank")),
+               document_tokens=_model_float(f("document_tokens")),
+               offload_layers=_model_float(f("offload_layers")),
                **{k: _setting(work, k, "float") for k in ("host_layer_s", "host_expert_s", "host_chunk_s", "expert_gemm_efficiency",
                                                            "main_grad_bytes")},
                **{k: _setting(work, k, "bool") for k in ("flash_attention", "dp_overlap", "tp_overlap", "dp_hierarchical",
@@ -125,14 +156,14 @@ def training_inputs(work: dict, n: int) -> dict:
 
 def inference_inputs(work: dict, n: int) -> dict:
     """Every input the inference kernel reads, once for the whole batch."""
-    f = lambda k: as_float(work, k, schema.default_number(k))  # noqa: E731
+    f = lambda k: _number(work, k)  # noqa: E731
     tp, pp, ep = f("tp"), f("pp"), f("ep")
     gpus, dp = f("gpus"), f("dp")
     dp = np.where(np.isnan(dp), np.where(np.isnan(gpus), 1.0, gpus / (tp * pp)), dp)
     gpus = np.where(np.isnan(gpus), tp * pp * dp, gpus)
     out = _numeric(work, schema.MODEL_COLUMNS + schema.HARDWARE_COLUMNS)
     scenario = dict(gpus=gpus, tp=tp, pp=pp, dp=dp, ep=ep, batch=f("batch"), isl=f("isl"), osl=f("osl"))
-    out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in scenario.items()})
+    out.update({k: _model_float(v) for k, v in scenario.items()})
     precision = schema.enum_codes(work, "precision")
     out.update(precision=precision, expert_precision=schema.expert_precision_codes(work, precision),
                kv_precision=schema.enum_codes(work, "kv_precision"), topology_code=schema.enum_codes(work, "topology"),
@@ -151,7 +182,7 @@ SERVING_SETTINGS = ("launch_overhead_s", "layer_overhead_s", "collective_overhea
 
 def serving_inputs(work: dict, n: int) -> dict:
     """Every input the serving kernel reads, once for the whole batch."""
-    f = lambda k: as_float(work, k, schema.default_number(k))  # noqa: E731
+    f = lambda k: _number(work, k)  # noqa: E731
     tp, pp, ep = f("tp"), f("pp"), f("ep")
     gpus = f("gpus")
     gpus = np.where(np.isnan(gpus), tp * pp * np.where(np.isnan(f("dp")), 1.0, f("dp")), gpus)
@@ -161,7 +192,7 @@ def serving_inputs(work: dict, n: int) -> dict:
                     spec_draft_tokens=f("spec_draft_tokens"), spec_acceptance=f("spec_acceptance"),
                     prefill_gpus=f("prefill_gpus"), decode_gpus=f("decode_gpus"), prefill_tp=f("prefill_tp"),
                     prefill_ep=f("prefill_ep"))
-    out.update({k: np.asarray(v, dtype=MODEL_FLOAT) for k, v in scenario.items()})
+    out.update({k: _model_float(v) for k, v in scenario.items()})
     precision = schema.enum_codes(work, "precision")
     out.update(precision=precision, expert_precision=schema.expert_precision_codes(work, precision),
                kv_precision=schema.enum_codes(work, "kv_precision"),
@@ -285,7 +316,7 @@ def _kernel(cols: dict, evaluator: str, inputs_of, columns_of):
     resolved, inputs built once for the batch, the kernel run block by block, reasons attached."""
     cols, work, n = resolved(cols, evaluator)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # infeasible rows may divide by zero
-        inputs = inputs_of(work, n)
+        inputs = _one_valued(inputs_of(work, n), n)
         out = blockwise(columns_of, inputs, n)
     _reasons(work, out, _invalid(cols, evaluator))
     return work, inputs, out

@@ -53,8 +53,8 @@ def reason_codes(m, w):
         (RC["ep_dp"], ~divides(ep * w["etp"], tp * cp * dp)),
         (RC["ep_experts"], m.is_moe & ~divides(ep, m.experts)),
         (RC["cp_seq_len"], ~divides(cp, m.seq_len)),
-        (RC["cp_heads"], (w["cp_comm"] >= 2) & ~divides(cp_a2a_group(w["scaleup_domain"], cp, tp, w["cp_comm"]),
-                                                         m.heads / tp)),
+        (RC["cp_heads"], only_where(w["cp_comm"] >= 2, lambda: (w["cp_comm"] >= 2) & ~divides(
+            cp_a2a_group(w["scaleup_domain"], cp, tp, w["cp_comm"]), m.heads / tp), False)),
         (RC["ep_dense"], (ep > 1) & ~m.is_moe),
         (RC["interleave_microbatches"], (vp > 1) & (pp > 1) & ~divides(pp, w["global_batch"] / (dp * w["micro_batch"]))),
         (RC["dualpipe"], P.unschedulable(w["pp_schedule"], pp, vp, w["global_batch"] / (dp * w["micro_batch"]))),
