@@ -5,6 +5,8 @@ tensor (serving: one row-wise copy before each GEMM; training: every read of the
 copy a Linear layer needs, Transformer Engine). The only place these facts are read."""
 from __future__ import annotations
 
+from functools import reduce
+
 import numpy as np
 
 from dse.catalog import _read
@@ -23,9 +25,9 @@ PEAK_COLUMN = {n: ("peak_bf16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_fl
 # The tensor-core instructions a training GEMM in the format needs (Transformer Engine refuses the
 # recipe otherwise: quantization.py check_fp8_support needs sm89+, check_fp8_block_scaling_support
 # sm90+, check_mxfp8_support and check_nvfp4_support sm100+, TransformerEngine@d0067d0).
-NEEDS_FP8 = (_TABLE["tensor_cores"] == "fp8").to_numpy()
-NEEDS_BLOCK_SCALED = _TABLE["tensor_cores"].isin(["block_scaled", "nvfp4"]).to_numpy()
-NEEDS_NVFP4 = (_TABLE["tensor_cores"] == "nvfp4").to_numpy()     # NVIDIA's E4M3 scale per 16
+# Per hardware flag column, the formats that need it (a part with NVFP4 units has block-scaled ones).
+NEEDS = {f"{units}_tensor_cores": (_TABLE["tensor_cores"] == units).to_numpy()
+         for units in ("fp8", "block_scaled", "nvfp4")}
 ELEMENT_BYTES = _TABLE["element_bytes"].to_numpy(np.float32)          # GEMM operand / KV element, scales included
 SERVING_QUANTIZE_BYTES = _TABLE["serving_quantize_bytes"].to_numpy(np.float32)
 TRAINING_QUANTIZE_READS = _TABLE["training_quantize_reads"].to_numpy(np.float32)
@@ -46,6 +48,4 @@ def peak_flops_per_s(precision, hw: dict):
 def unsupported(precision, hw: dict):
     """True where the part's tensor cores cannot multiply in `precision` (FP8 on Ampere, MXFP8 or
     NVFP4 on Hopper): a framework refuses such a training run rather than emulating it."""
-    return ((NEEDS_FP8[precision] & (np.asarray(hw["fp8_tensor_cores"]) == 0))
-            | (NEEDS_BLOCK_SCALED[precision] & (np.asarray(hw["block_scaled_tensor_cores"]) == 0))
-            | (NEEDS_NVFP4[precision] & (np.asarray(hw["nvfp4_tensor_cores"]) == 0)))
+    return reduce(np.logical_or, (needs[precision] & (np.asarray(hw[flag]) == 0) for flag, needs in NEEDS.items()))
