@@ -60,6 +60,9 @@ PUBLISHED = [
     ("nemotron3-nano-30b-a3b", 31.6e9, "total", "NVIDIA Nemotron 3 Nano 30B-A3B model card: 31.6B total parameters"),
     ("nemotron3-nano-30b-a3b", 3.6e9, "active", "NVIDIA Nemotron 3 Nano model card: 3.2B active, 3.6B including embeddings"),
     ("qwen3-next-80b-a3b", 80e9, "total", "Qwen3-Next-80B-A3B model card: 80B total, 3B activated"),
+    ("qwen3-32b", 32.8e9, "total", "Qwen3-32B model card: 32.8B parameters"),
+    ("qwen3-32b", 31.2e9, "non_embedding", "Qwen3-32B model card: 31.2B non-embedding"),
+    ("minimax-m2.5", 230e9, "total", "MiniMax-M2 release (minimax.io/news/minimax-m2): 230B total parameters"),
 ]
 
 
@@ -85,6 +88,26 @@ def test_kimi_k2_parameters_against_its_rounded_published_total():
     assert counted(model_of(config_path("kimi-k2")), "total") == pytest.approx(1.0e12, rel=0.03)
 
 
+def test_minimax_m2_active_parameters_against_its_rounded_published_figure():
+    """MiniMax's '10B active' (minimax.io/news/minimax-m2): 62 layers of attention and 8 of 256
+    experts are 10.4B without the embedding lookup, within the figure's rounding."""
+    assert counted(model_of(config_path("minimax-m2.5")), "active_no_embedding") == pytest.approx(10e9, rel=0.05)
+
+
+def test_kimi_k25_text_decoder_maps_like_kimi_k2():
+    """Kimi K2.5 wraps a Kimi K2 decoder (`text_config`) with a vision encoder dse does not model."""
+    k25 = hfconfig.model_columns(config_path("kimi-k2.5"))
+    assert k25 == hfconfig.model_columns(config_path("kimi-k2"))
+    assert catalog.resolve_model("Kimi-K2.5") == "kimi-k2"
+
+
+def test_minimax_m2_lightning_attention_layers_are_refused():
+    fields = json.loads(Path(config_path("minimax-m2.5")).read_text())
+    fields["attn_type_list"] = [0, 1] * 31   # MiniMax-01/M1's lightning (linear) attention
+    with pytest.raises(ConfigError, match="attn_type_list"):
+        hfconfig.map_config(fields)
+
+
 def test_llama4_scout_text_model_against_its_published_total():
     """Meta's 109B total includes the vision encoder, which dse does not model: the text model is 1-2% smaller."""
     text = counted(model_of(config_path("llama4-scout")), "total")
@@ -94,7 +117,7 @@ def test_llama4_scout_text_model_against_its_published_total():
 def test_every_family_has_a_committed_config():
     families = {hfconfig.family_of(json.loads(Path(config_path(n)).read_text()), n) for n in NAMES}
     assert families >= {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
-                        "gpt_oss", "llama4", "gemma3", "nemotron_h", "qwen3_next"}
+                        "gpt_oss", "llama4", "gemma3", "nemotron_h", "qwen3_next", "kimi_k25", "minimax_m2"}
     for name in NAMES:
         assert json.loads(Path(config_path(name)).read_text())["_source"], name
 

@@ -134,6 +134,26 @@ def deepseek(f: Fields) -> dict:
                expert_size="moe_intermediate_size", shared=f.num("n_shared_experts", 0.0, minimum=0))
 
 
+def kimi_k25(f: Fields) -> dict:
+    """Kimi K2.5 (its `text_config`, a DeepSeek-V3 / Kimi K2 decoder); the MoonViT vision encoder is
+    not modelled."""
+    return deepseek(f.sub("text_config"))
+
+
+def minimax_m2(f: Fields) -> dict:
+    """MiniMax-M2: full softmax attention with QK-norm on every layer (`attn_type_list` all 1; the
+    lightning-attention layers of MiniMax-01/M1 are 0 and not representable), every layer MoE
+    (`num_local_experts`, top `num_experts_per_tok`, width `intermediate_size`), no shared expert.
+    Its multi-token-prediction modules (`num_mtp_modules`) are not part of the model counted here."""
+    cols = mixtral(f)
+    kinds = f.get("attn_type_list")
+    if kinds is not None and (not isinstance(kinds, list) or any(k != 1 for k in kinds)):
+        raise f.error("attn_type_list", "only full softmax attention (1 on every layer) is representable")
+    if f.num("shared_intermediate_size", 0.0, minimum=0):
+        raise f.error("shared_intermediate_size", "a shared expert is not representable in this family")
+    return cols
+
+
 def gpt_oss(f: Fields) -> dict:
     """GPT-OSS: alternating sliding-window (128) and full attention with learned sinks; every layer MoE."""
     cols = base(f, tied=False)
@@ -257,7 +277,8 @@ FAMILIES = {
     "llama": llama, "mistral": llama, "qwen2": qwen, "qwen3": qwen, "mixtral": mixtral,
     "qwen2_moe": qwen_moe, "qwen3_moe": qwen_moe, "deepseek_v2": deepseek, "deepseek_v3": deepseek,
     "kimi_k2": deepseek, "gpt_oss": gpt_oss, "llama4": llama4, "llama4_text": llama4, "gemma3": gemma3,
-    "gemma3_text": gemma3, "nemotron_h": nemotron_h, "qwen3_next": qwen3_next,
+    "gemma3_text": gemma3, "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "kimi_k25": kimi_k25,
+    "minimax_m2": minimax_m2,
 }
 ARCHITECTURES = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
@@ -267,4 +288,5 @@ ARCHITECTURES = {
     "Llama4ForConditionalGeneration": "llama4", "Llama4ForCausalLM": "llama4_text",
     "Gemma3ForConditionalGeneration": "gemma3", "Gemma3ForCausalLM": "gemma3_text",
     "NemotronHForCausalLM": "nemotron_h", "Qwen3NextForCausalLM": "qwen3_next",
+    "KimiK25ForConditionalGeneration": "kimi_k25", "MiniMaxM2ForCausalLM": "minimax_m2",
 }
