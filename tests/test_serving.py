@@ -214,7 +214,8 @@ def test_a_serving_step_is_the_decode_step_plus_its_share_of_prompt_work(case, c
 def test_the_aiconfigurator_tpot_rows_keep_their_stated_selection_and_are_all_compared():
     """dse/validation/README.md states the selection of the AIConfigurator silicon rows before any
     comparison: aggregated serving at 4, 16 or 64 requests, PP 1; 1,024 or 8,192 prompt and 1,024
-    output tokens for the first three catalog models, any lengths for the two added with AS409 on;
+    output tokens for the first three catalog models, any lengths for the two added with AS409 on and
+    the three with AS565 on;
     each row names its source rows and inferred fields, and `dse validate` compares every one (or
     says why not)."""
     from dse import validate
@@ -224,7 +225,8 @@ def test_the_aiconfigurator_tpot_rows_keep_their_stated_selection_and_are_all_co
     first = t[t["id"].str[2:].astype(int) < 409]
     assert set(first["isl"].astype(int)) <= {1024, 8192} and set(first["osl"].astype(int)) == {1024}
     assert set(first["dse_model"]) == {"llama3.1-70b", "deepseek-v3", "gpt-oss-120b"}
-    assert set(t["dse_model"]) - set(first["dse_model"]) == {"llama3.1-8b", "qwen3-235b-a22b"}
+    assert set(t["dse_model"]) - set(first["dse_model"]) == {"llama3.1-8b", "qwen3-235b-a22b", "qwen3-32b",
+                                                             "minimax-m2.5", "kimi-k2"}
     assert (t["measured_metric_name"] == "tpot_s").all() and (t["unit"] == "s").all()
     assert t["source_ref"].str.contains("silicon_sample.csv, rows ").all() and (t["inferred_fields"] != "").all()
     results = validate.serving_results()
