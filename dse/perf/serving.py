@@ -24,6 +24,15 @@ decoding), and the prompts of the requests that replace the finished ones enter 
                   more requests are offered than fit
     requests/s = dp * c / (request lifetime), lifetime = its prompt's iterations + osl / a iterations
 
+Prefill first (`prefill_first`, SGLang's scheduler): a prefill batch of up to max_num_tokens prompt
+tokens runs alone whenever one can be formed and the running requests decode only between them. In
+a closed loop of equal-length requests (no request_rate, isl_std 0) the c requests of a wave then
+arrive together, are prefilled in c isl / max_num_tokens batches, decode together and finish
+together (waves): a request's TPOT carries the prefill batches after its own (half the wave's on
+average), its TTFT those up to its own, and requests/s = c / (the wave's prefill batches + its
+decode iterations). Random arrivals or mixed lengths desynchronise them, and every prefill pauses
+someone's decoding as the steady state above counts it.
+
 Arrivals: a closed loop at fixed `concurrency`, as the engines' serving benchmarks run
 (benchmark_serving --max-concurrency, genai-perf): a finished request is replaced at once, so the
 only randomness is where in an iteration a request arrives; or an open loop at `request_rate`
@@ -157,6 +166,19 @@ def _iteration(p, net, place, w, m, c, pp, layers_per_stage, prefill_seqs):
                         layers_per_stage, pp)
 
 
+def waves(p, net, place, w, m, c, pp, layers, budget, a):
+    """(prefill batch, decode iteration, prefill batches, wave period) of a prefill-first engine
+    (SGLang) holding c requests of a closed loop of equal-length requests: the c requests of a wave
+    arrive together, their prompts run as prefill-only batches of the token budget while no one
+    decodes, then all c decode together, finish together and are replaced together."""
+    isl, osl = w["isl"], w["osl"]
+    chunk = np.minimum(budget, c * isl)                      # prompt tokens of one prefill batch
+    t_batch = _iteration(p, net, place, w, m, 0.0, pp, layers, chunk / isl)
+    t_decode = _iteration(p, net, place, w, m, c, pp, layers, 0.0)
+    batches = c * isl / chunk                                # the last batch a remainder
+    return t_batch, t_decode, batches, batches * t_batch + np.maximum(osl - 1.0, 0.0) / a * t_decode
+
+
 def aggregated(w, m, net, tp, pp, dp, ep):
     """Continuous batching with chunked prefill on one pool (module docstring)."""
     p = Pass(w, m, tp, ep, dp)
@@ -213,9 +235,23 @@ def aggregated(w, m, net, tp, pp, dp, ep):
     # a token's step carries a prompt chunk in the share of iterations that do: the p90 TPOT is that
     # iteration's once more than a tenth of them carry one
     tpot_p90 = np.where(chunked > 0.1, t_prompt, t_iter) / a
-    return dict(batch=c, iteration_s=t_iter, ttft_s=ttft + 0.5 * t_iter, tpot_p90_s=tpot_p90,
-                ttft_p90_s=long_prompt + wait + 0.9 * t_iter, overloaded=overloaded,
-                tpot_s=t_iter / a, requests_per_s=rate, prefill_tokens_per_s_per_gpu=rate * isl / gpus,
+    out = dict(batch=c, iteration_s=t_iter, ttft_s=ttft + 0.5 * t_iter, tpot_p90_s=tpot_p90,
+               ttft_p90_s=long_prompt + wait + 0.9 * t_iter, tpot_s=t_iter / a, requests_per_s=rate)
+    in_waves = w["prefill_first"] & np.isnan(arrivals) & ~(w["isl_std"] > 0)
+    if np.any(in_waves):
+        # a request's TPOT carries the wave's prefill batches after its own (half of them on average,
+        # nine tenths at the p90), its TTFT the batches up to its own
+        t_batch, t_decode, batches, period = waves(p, net, place, w, m, c, pp, layers, budget, a)
+        after, tokens = np.ceil(batches - 1e-9) - 1.0, np.maximum(osl - 1.0, 1.0)
+        decode = np.maximum(osl - 1.0, 0.0) / a * t_decode
+        wait = waiting * period / c
+        wave = dict(batch=c, iteration_s=period / (after + 1.0 + np.maximum(osl - 1.0, 0.0) / a),
+                    ttft_s=0.5 * (after + 2.0) * t_batch + wait, ttft_p90_s=(0.9 * after + 1.0) * t_batch + wait,
+                    tpot_s=(0.5 * after * t_batch + decode) / tokens, tpot_p90_s=(0.9 * after * t_batch + decode) / tokens,
+                    requests_per_s=dp * c / period)
+        out = {k: np.where(in_waves, wave[k], v) for k, v in out.items()}
+    rate = out["requests_per_s"]
+    return dict(out, overloaded=overloaded, prefill_tokens_per_s_per_gpu=rate * isl / gpus,
                 decode_tokens_per_s_per_gpu=rate * osl / gpus,
                 kv_transfer_s=np.zeros_like(t_iter), kv_capacity_seqs=kv_seqs, weights_bytes=weights,
                 kv_cache_bytes=c * per_request, fits_kv=kv_seqs >= 1)
