@@ -23,6 +23,7 @@ FAMILIES = {
     "training_attention": "dse.calibrate.training_attention",
     "mla": "dse.calibrate.mla",
     "moe": "dse.calibrate.moe",
+    "moe_vllm": "dse.calibrate.moe_vllm",
     "nccl": "dse.calibrate.nccl",
     "deepep": "dse.calibrate.deepep",
 }

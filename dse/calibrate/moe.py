@@ -67,10 +67,15 @@ FAMILY = "moe"
 FRAMEWORK = "trtllm"
 # kernel dtype -> dse precision (weight-only and smooth-quant formats are not fitted)
 DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "nvfp4", "w4a8_mxfp4_mxfp8": "mxfp4",
-          "nvfp4_min_latency": "nvfp4-min-latency"}   # a pseudo dtype: SEPARATE
+          "nvfp4_min_latency": "nvfp4-min-latency",   # a pseudo dtype: SEPARATE
+          # vLLM's default kernel of each dtype (dse.calibrate.moe_vllm)
+          "vllm_bfloat16": "vllm-bf16", "vllm_fp8": "vllm-fp8", "vllm_fp8_block": "vllm-fp8-block",
+          "vllm_nvfp4": "vllm-nvfp4"}
 # kernels fitted apart from their dtype's default one: (dtype, kernel) -> the pseudo dtype they fit as
 SEPARATE = {("nvfp4", "moe_torch_flow_min_latency"): "nvfp4_min_latency"}
-KERNEL_FORMAT = {"nvfp4_min_latency": "nvfp4"}   # the number format of a pseudo dtype's weights and peak
+# the number format of a pseudo dtype's weights and peak
+KERNEL_FORMAT = {"nvfp4_min_latency": "nvfp4", "vllm_bfloat16": "bf16", "vllm_fp8": "fp8",
+                 "vllm_fp8_block": "fp8-block", "vllm_nvfp4": "nvfp4"}
 FIT_FORMAT = {DTYPES[d]: f for d, f in KERNEL_FORMAT.items()}   # ... by the precision its Fit is labelled
 MISTUNED_FACTOR = 1.5
 FIT_POINTS = 1000  # evenly spaced rows one least-squares problem sees (keeps the fit fast)
@@ -104,7 +109,7 @@ class Block:
                            gated=np.where(rows["kernel_source"].str.contains("nongated").to_numpy(), 1.0, 2.0))
         self.measured_s = f("latency_s")
         self.series = rows["_series"].to_numpy()  # layer configuration (SERIES) of each row
-        tiled = rows["kernel_source"].isin([k for d, k in TILED if d == dtype]).to_numpy()
+        tiled = rows["_tiled"].to_numpy(bool)
         s = self.shapes
         self.tile = np.where(tiled, tile_tokens(s["num_tokens"], s["topk"], s["num_experts"] / s["ep_size"]),
                              np.nan) if tiled.any() else None
@@ -179,11 +184,12 @@ def _time(shapes: dict, hw: dict, layer: dict, ratio, active, spread, tile) -> n
                       spread=spread)
 
 
-def _blocks(t: pd.DataFrame, system) -> dict:
+def _blocks(t: pd.DataFrame, system, legacy_before: str | None = LEGACY_BEFORE) -> dict:
     """(kernel dtype, distribution, legacy) -> Block, for the precisions the catalog has a peak for."""
-    out, cut = {}, _version_key(LEGACY_BEFORE)
+    out = {}
     versions = t["version"].astype(str) if "version" in t else pd.Series("", index=t.index)
-    t = t.assign(_legacy=versions.map({v: _version_key(v) < cut for v in versions.unique()}).to_numpy(bool),
+    old = {v: legacy_before is not None and _version_key(v) < _version_key(legacy_before) for v in versions.unique()}
+    t = t.assign(_legacy=versions.map(old).to_numpy(bool),
                  _series=t.groupby(SERIES, sort=False).ngroup().to_numpy())
     for (dtype, dist, legacy), rows in t.groupby(["moe_dtype", "distribution", "_legacy"], sort=True):
         weight_bytes, peak = FORMATS[KERNEL_FORMAT.get(dtype, DTYPES[dtype])]
@@ -249,16 +255,25 @@ def _unpacker(layers: dict, routing: dict, dtype=None, dists=()):
     return unpack
 
 
-def fit(data: KernelData, gpu: str, framework: str = FRAMEWORK) -> list[Fit]:
-    """The MoE fits of one GPU (TensorRT-LLM's tables; `framework="vllm"` fits vLLM's instead)."""
-    t = data.table(gpu, FAMILY, "moe_perf", framework)
+def fit(data: KernelData, gpu: str) -> list[Fit]:
+    """The MoE fits of one GPU from TensorRT-LLM's tables (vLLM's: dse.calibrate.moe_vllm)."""
+    t = data.table(gpu, FAMILY, "moe_perf", FRAMEWORK)
     if t.empty:
         return []
     for (dtype, kernel), pseudo in SEPARATE.items():
         apart = (t["moe_dtype"] == dtype) & (t["kernel_source"] == kernel)
         t = t[~apart | (t["num_tokens"] <= MIN_LATENCY_MAX_TOKENS)].assign(moe_dtype=t["moe_dtype"].where(~apart, pseudo))
+    tiled = pd.MultiIndex.from_frame(t[["moe_dtype", "kernel_source"]]).isin(list(TILED))
+    return fit_table(t.assign(_tiled=tiled), data.system(gpu), gpu)
+
+
+def fit_table(t: pd.DataFrame, system, gpu: str, family: str = FAMILY, source: str = "TensorRT-LLM moe_perf",
+              legacy_before: str | None = LEGACY_BEFORE) -> list[Fit]:
+    """The fits of one GPU's rows `t` (a moe_perf table, `_tiled` marking the rows of TRTLLM-Gen
+    kernels), labelled `family`; `legacy_before`: versions collected with the legacy power-law
+    generator (None: none were)."""
     t = t[t["moe_dtype"].isin(DTYPES)]
-    blocks = list(_blocks(t, data.system(gpu)).values())
+    blocks = list(_blocks(t, system, legacy_before).values())
     dtypes = [d for d in DTYPES if any(b.dtype == d for b in blocks)]
     skewed = sorted({b.dist for b in blocks if b.skewed})
     layers, routing = {}, {}
@@ -279,10 +294,10 @@ def fit(data: KernelData, gpu: str, framework: str = FRAMEWORK) -> list[Fit]:
         mine, dists = [b for b in blocks if b.dtype == dtype], () if routing else skewed
         layers, got = _robust(mine, _free(dtype, dists), _unpacker(layers, routing, dtype, dists))
         routing = routing or got
-    return _fits(gpu, blocks, dtypes, layers, routing)
+    return _fits(gpu, blocks, dtypes, layers, routing, family, source)
 
 
-def _fits(gpu, blocks, dtypes, layers, routing) -> list[Fit]:
+def _fits(gpu, blocks, dtypes, layers, routing, family=FAMILY, source="") -> list[Fit]:
     """A Fit per precision over its rows of known load (balanced; legacy power-law, replayed) or, if
     none, its power-law rows; a routing Fit over the other precisions' power-law rows. Without that,
     a fitted routing skew goes into the precision's Fit, fitted with it."""
@@ -314,15 +329,16 @@ def _fits(gpu, blocks, dtypes, layers, routing) -> list[Fit]:
         if any(b.tile is not None for b in own):
             kinds.append("TRTLLM-Gen kernel: a touched expert computes max(tile, x + tile/2) rows, tile = T*k/E_l to "
                          "the next power of two (8-256), the padding folded into the peak")
-        fits.append(Fit(FAMILY, gpu, DTYPES[dtype], params, measured, predicted,
-                        _basis("; ".join(kinds), len(measured), total)))
+        fits.append(Fit(family, gpu, DTYPES[dtype], params, measured, predicted,
+                        _basis("; ".join(kinds), len(measured), total, source)))
     if held:
         measured, predicted, total = points(held)
         kind = "power-law routing skew, each precision's layer parameters held"
-        fits.append(Fit(FAMILY, gpu, "all", routing_params, measured, predicted, _basis(kind, len(measured), total)))
+        fits.append(Fit(family, gpu, "all", routing_params, measured, predicted,
+                        _basis(kind, len(measured), total, source)))
     return fits
 
 
-def _basis(kind: str, kept: int, total: int) -> str:
-    return (f"{kind}; TensorRT-LLM moe_perf; {total - kept} of {total} points in mis-tuned series left out (median "
+def _basis(kind: str, kept: int, total: int, source: str) -> str:
+    return (f"{kind}; {source}; {total - kept} of {total} points in mis-tuned series left out (median "
             f"off the model by more than {MISTUNED_FACTOR}x)")
