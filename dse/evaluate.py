@@ -171,6 +171,7 @@ def inference_inputs(work: dict, n: int) -> dict:
                gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"),
                custom_all_reduce=_setting(work, "custom_all_reduce", "bool"),
                moe_min_latency=_setting(work, "moe_min_latency", "bool"),
+               moe_kernels=_setting(work, "moe_kernels", "code"),
                **{k: _setting(work, k, "float") for k in ("launch_overhead_s", "layer_overhead_s",
                                                           "collective_overhead_s", "moe_imbalance")})
     return out
@@ -203,6 +204,7 @@ def serving_inputs(work: dict, n: int) -> dict:
                gqa_kv_sharing=_setting(work, "gqa_kv_sharing", "bool"),
                custom_all_reduce=_setting(work, "custom_all_reduce", "bool"),
                moe_min_latency=_setting(work, "moe_min_latency", "bool"),
+               moe_kernels=_setting(work, "moe_kernels", "code"),
                prefill_first=_setting(work, "prefill_first", "bool"),
                **{k: _setting(work, k, "float") for k in SERVING_SETTINGS})
     return out

@@ -162,17 +162,18 @@ def test_tensorrt_llm_small_nvfp4_moe_layers_run_its_min_latency_kernels_as_meas
     assert np.median(default[:, 1]) < 0.15
 
 
-def test_vllm_runs_small_nvfp4_moe_layers_on_the_trtllm_gen_kernels_and_sglang_on_cutlass():
+def test_vllm_on_trtllm_kernels_runs_small_nvfp4_moe_layers_on_the_trtllm_gen_fit_and_sglang_on_cutlass():
     """vLLM's NVFP4 MoE oracle tries FlashInfer's TRT-LLM (TRTLLM-Gen) kernels first on Blackwell, so
-    the vllm preset takes their fit for layers of at most 128 tokens; SGLang keeps the CUTLASS fit.
-    On a part without that fit (B300) the setting changes nothing."""
+    the vllm preset on TensorRT-LLM's kernel fits (moe_kernels trtllm) takes their min-latency fit for
+    layers of at most 128 tokens; SGLang keeps the CUTLASS fit. On a part without that fit (B300) the
+    setting changes nothing. (The preset itself runs vLLM's own kernels: test_vllm_moe_kernels.py.)"""
     import pandas as pd
     import dse
     from dse import catalog
     presets = catalog.frameworks()
     assert int(presets.loc["vllm", "moe_min_latency"]) == 1 and not presets.loc["sglang", "moe_min_latency"] == 1
     row = dict(model="minimax-m2.5", gpus=4, tp=4, isl=1024, osl=1024, concurrency=16, precision="bf16",
-               expert_precision="nvfp4", framework="vllm")
+               expert_precision="nvfp4", framework="vllm", moe_kernels="trtllm")
     out = dse.evaluate_serving(pd.DataFrame([dict(row, system=s, moe_min_latency=on)
                                              for s in ("b200", "b300") for on in (True, False)]))["tpot_s"].to_numpy()
     assert out[0] < 0.9 * out[1] and out[2] == pytest.approx(out[3], rel=1e-9)

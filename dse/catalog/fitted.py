@@ -36,6 +36,10 @@ DECODE_FORM_PARAMS = ("decode_sm_count", "decode_grouped_min_items", "decode_flo
                       "decode_empty_split_s")
 TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys", "head_dim_k")
 MIN_LATENCY = "nvfp4-min-latency"   # the fit of TensorRT-LLM's NVFP4 min-latency MoE kernels (dse calibrate)
+# vLLM's own MoE kernels (dse.calibrate.moe_vllm, family moe_vllm, precisions vllm-<format>): the formats
+# fitted, their model columns moe_vllm_<parameter>_<format>, and the per-format markers
+VLLM_MOE = "moe_vllm"
+VLLM_MOE_FORMATS = ("bf16", "fp8", "fp8-block", "nvfp4")
 FORMAT_FALLBACK = {
     "bf16": ("bf16",),
     "fp8": ("fp8", "bf16"),
@@ -57,6 +61,12 @@ def gemm_column(param: str, fmt: str, family: str = "gemm") -> str:
     """Model column of one fitted parameter of a per-format family (gemm, moe) for one number
     format, e.g. gemm_efficiency_max_fp8_block, moe_floor_s_nvfp4."""
     return f"{family}_{param}_{fmt.replace('-', '_')}"
+
+
+def vllm_moe_marker(fmt: str, kind: str = "") -> str:
+    """Model column marking a part's vLLM MoE fit of one format: moe_vllm_nvfp4 (has the fit),
+    moe_vllm_tiles_nvfp4 (the fit is in TRTLLM-Gen token tiles)."""
+    return f"{VLLM_MOE}_{kind + '_' if kind else ''}{fmt.replace('-', '_')}"
 
 
 def _each(param: str) -> list[str]:
@@ -102,6 +112,15 @@ FITTED = {
     # CUTLASS NVFP4 fit's elsewhere (never used there)
     "moe_min_latency_nvfp4": ("moe", ("nvfp4-min-latency",), ["floor_s"], lambda values: 1.0),
     **{gemm_column(p, MIN_LATENCY, "moe"): ("moe", (MIN_LATENCY,) + FORMAT_FALLBACK["nvfp4"], [p]) for p in MOE_PARAMS},
+    # vLLM's own MoE kernels, the default kernel of vLLM's MoE oracle per format (moe_kernels vllm):
+    # moe_vllm_<format> 1 where the part has their fit (0 elsewhere: TensorRT-LLM's fit is used),
+    # moe_vllm_tiles_<format> 1 where that fit is in TRTLLM-Gen token tiles (FlashInfer TRT-LLM kernels);
+    # their parameters fall back to TensorRT-LLM's fit of the format where the part has no vLLM fit (never used there)
+    **{vllm_moe_marker(f): (VLLM_MOE, (f"vllm-{f}",), ["floor_s"], lambda values: 1.0) for f in VLLM_MOE_FORMATS},
+    **{vllm_moe_marker(f, "tiles"): (VLLM_MOE, (f"vllm-{f}",), ["token_tiles"], lambda values: values[0])
+       for f in VLLM_MOE_FORMATS},
+    **{gemm_column(p, f, VLLM_MOE): (VLLM_MOE, (f"vllm-{f}",) + tuple(("moe", q) for q in FORMAT_FALLBACK[f]), [p])
+       for f in VLLM_MOE_FORMATS for p in MOE_PARAMS},
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
        for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},
@@ -112,7 +131,8 @@ FITTED = {
 
 # columns whose absence is a value: no MXFP4 fit of its own (no token tiles), no FP8 amax kernel to
 # drop, no custom all-reduce (the NCCL all-reduce)
-ABSENT = {"moe_token_tiles_mxfp4": 0.0, "moe_min_latency_nvfp4": 0.0, "fp8_scale_floor_s": 0.0, "custom_allreduce_floor_s": 0.0,
+ABSENT = {**{vllm_moe_marker(f, k): 0.0 for f in VLLM_MOE_FORMATS for k in ("", "tiles")},
+          "moe_token_tiles_mxfp4": 0.0, "moe_min_latency_nvfp4": 0.0, "fp8_scale_floor_s": 0.0, "custom_allreduce_floor_s": 0.0,
           "custom_allreduce_oneshot_efficiency": 0.0, "custom_allreduce_twoshot_efficiency": 0.0}   # 0: NCCL's
 
 
@@ -125,9 +145,10 @@ def columns_from_fits(fits: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=pd.Index(systems, name="system"), columns=list(FITTED), dtype=float)
     for column, (family, precisions, params, *combine) in FITTED.items():
         for system in systems:
-            for precision in precisions:
-                found = [values[(system, family, precision, p)] for p in params
-                         if (system, family, precision, p) in values]
+            for precision in precisions:   # a (family, precision) pair falls back to another family's fit
+                fam, precision = precision if isinstance(precision, tuple) else (family, precision)
+                found = [values[(system, fam, precision, p)] for p in params
+                         if (system, fam, precision, p) in values]
                 if len(found) == len(params) or (found and not combine):
                     out.loc[system, column] = float(combine[0](found) if combine else np.median(found))
                     break

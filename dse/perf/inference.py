@@ -105,7 +105,8 @@ class Pass:
 
     def rates(self, decode: bool) -> R.Rates:
         return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None,
-                          self.peak_gemm, self.expert_precision, moe_min_latency=self.hw["moe_min_latency"])
+                          self.peak_gemm, self.expert_precision, moe_min_latency=self.hw["moe_min_latency"],
+                          moe_kernels=self.hw["moe_kernels"])
 
     def ops(self, s: L.Shape, decode: bool) -> list:
         """The kernels of one layer for this pass, from the op inventory."""
@@ -195,7 +196,8 @@ def micro_batch_seqs(seqs, pp):
 # The columns a pass depends on row by row (besides the model, the hardware and, for the prefill,
 # the prompt length): dse.perf.distinct evaluates Prefill and DecodeRest once per distinct row.
 PASS_KEYS = ("tp", "pp", "dp", "ep", "batch", "precision", "expert_precision", "kv_precision", "flash_attention", "gqa_kv_sharing",
-             "layer_overhead_s", "launch_overhead_s", "collective_overhead_s", "custom_all_reduce", "moe_min_latency", "topology_code")
+             "layer_overhead_s", "launch_overhead_s", "collective_overhead_s", "custom_all_reduce", "moe_min_latency", "moe_kernels",
+             "topology_code")
 
 
 class PassSetup:

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from dse import catalog
-from dse.catalog.fitted import MIN_LATENCY, MOE_PARAMS, TRAINING_ATTENTION_PARAMS, gemm_column
+from dse import schema
+from dse.catalog.fitted import (MIN_LATENCY, MOE_PARAMS, TRAINING_ATTENTION_PARAMS, VLLM_MOE, VLLM_MOE_FORMATS,
+                                gemm_column, vllm_moe_marker)
 from dse.catalog.precision import CODE, peak_flops_per_s
 from dse.perf import attention_kernels as AK
 from dse.perf.fitted_params import Columns, GemmParams, per_format
@@ -30,6 +32,7 @@ from dse.perf.forms import training_attention as TA
 
 OUTPUT_BYTES = catalog.constant("gemm_output_bytes")
 MIN_LATENCY_COLUMNS = tuple(gemm_column(p, MIN_LATENCY, "moe") for p in MOE_PARAMS)
+VLLM_KERNELS = schema.ENUMS["moe_kernels"].index("vllm")   # the moe_kernels code of vLLM's own MoE kernels
 
 
 def gemm_peak_flops_per_s(precision, hw: dict):
@@ -102,12 +105,17 @@ class Rates:
     moe_tiles: object = False  # MoE layers in TRTLLM-Gen token tiles (MXFP4 on parts with that fit)
     moe_min_latency: object = False   # rows whose small NVFP4 MoE layers run TensorRT-LLM's min-latency kernels
     min_latency: dict | None = None   # those kernels' fitted columns (moe_<param>_nvfp4_min_latency)
+    vllm_moe: object = False          # rows whose MoE layers run vLLM's own kernels at their fit (moe_kernels vllm)
+    vllm_params: dict | None = None   # that fit's parameters per row (moe_vllm_<param>_<format>)
+    vllm_tiles: object = False        # rows whose vLLM fit is in TRTLLM-Gen token tiles
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
-           training=False, moe_min_latency=False) -> "Rates":
+           training=False, moe_min_latency=False, moe_kernels=0) -> "Rates":
         """The rates of `precision` on the part `hw`; `moe_min_latency` (per row, an engine setting):
-        NVFP4 MoE layers of few tokens on TensorRT-LLM's min-latency kernels where the part has their fit."""
+        NVFP4 MoE layers of few tokens on TensorRT-LLM's min-latency kernels where the part has their fit;
+        `moe_kernels` (per row, an engine setting, a schema code): vLLM's own MoE kernels where the part
+        has their fit of the format (taking precedence over the min-latency kernels; never in training)."""
         peak_gemm = gemm_peak_flops_per_s(precision, hw) if peak_gemm is None else peak_gemm
         nvfp4 = np.asarray(precision) == CODE["nvfp4"]
         if training and np.any(nvfp4):
@@ -116,7 +124,8 @@ class Rates:
             peak_gemm = peak_gemm * np.where(nvfp4, hw["nvfp4_tuned_gemm_speedup"], 1.0)
         experts = None
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
-            experts = cls.of(hw, expert_precision, memory_efficiency, training=training, moe_min_latency=moe_min_latency)
+            experts = cls.of(hw, expert_precision, memory_efficiency, training=training, moe_min_latency=moe_min_latency,
+                             moe_kernels=moe_kernels)
         train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS} if training else None
         attention_forms = None if training else Columns(hw, AK.COLUMNS)
         mxfp4 = np.asarray(precision) == CODE["mxfp4"]
@@ -130,7 +139,30 @@ class Rates:
                    hw["attention_efficiency"],
                    hw["sustained_clock_fraction"], per_format(hw, precision, "moe"), hw["attention_softmax_dim"],
                    experts, train_attention, attention_forms, moe_tiles, min_latency,
-                   Columns(hw, MIN_LATENCY_COLUMNS) if np.any(min_latency) else None)
+                   Columns(hw, MIN_LATENCY_COLUMNS) if np.any(min_latency) else None,
+                   *(vllm_moe_rates(hw, precision, moe_kernels) if not training else ()))
+
+
+def vllm_moe_rates(hw: dict, precision, moe_kernels):
+    """(rows on vLLM's own MoE fit, its parameters per row, rows whose fit is in token tiles): the rows
+    asking for vLLM's kernels (moe_kernels) whose format the part has a vLLM fit of (moe_vllm_<format>);
+    (False, None, False) where none does, so a block without them reads no column."""
+    on, codes = np.asarray(moe_kernels) == VLLM_KERNELS, np.asarray(precision)
+    rows, params, tiles = False, None, False
+    if not np.any(on):
+        return rows, params, tiles
+    for fmt in VLLM_MOE_FORMATS:
+        mine = on & (codes == CODE[fmt])
+        if not np.any(mine):
+            continue
+        mine = mine & (np.asarray(hw[vllm_moe_marker(fmt)]) > 0)
+        if not np.any(mine):
+            continue
+        tiles = np.where(mine, np.asarray(hw[vllm_moe_marker(fmt, "tiles")]) > 0, tiles)
+        params = {p: np.where(mine, hw[gemm_column(p, fmt, VLLM_MOE)], np.nan if params is None else params[p])
+                  for p in MOE_PARAMS}
+        rows = rows | mine
+    return rows, params, tiles
 
 
 def op_compute_memory_s(op, r: Rates):
@@ -186,6 +218,9 @@ def moe_parts(op, r: Rates):
             small = r.moe_min_latency & (np.asarray(shape["num_tokens"]) <= MOE.MIN_LATENCY_MAX_TOKENS)
             params = {p: np.where(small, r.min_latency[gemm_column(p, MIN_LATENCY, "moe")], v) for p, v in params.items()}
             tiled = tiled | small
+        if np.any(r.vllm_moe):   # vLLM's own kernels at their fit, in its token tiles where it has them
+            params = {p: np.where(r.vllm_moe, r.vllm_params[p], v) for p, v in params.items()}
+            tiled = np.where(r.vllm_moe, r.vllm_tiles, tiled)
         if np.any(tiled):   # TRTLLM-Gen kernels pad each expert to whole token tiles
             r_pairs, touched = MOE.routed_and_touched(**shape)
             tile = MOE.tile_tokens(shape["num_tokens"], shape["topk"], shape["num_experts"] / shape["ep_size"])
