@@ -87,7 +87,7 @@ def test_fit_is_deterministic(data, fits, gpu):
     assert again == {p: (f.params, f.predicted_s.tolist()) for p, f in fits[gpu].items()}
 
 
-def test_tensorrt_llm_fits_do_not_change_with_vllm_tables_present(data, all_fits):
+def test_the_moe_family_keeps_tensorrt_llms_precisions_only(all_fits):
     """The moe family fits TensorRT-LLM's tables only (vLLM's are the moe_vllm family's)."""
     assert {f.precision for f in of(all_fits, "moe", "b200_sxm")} == {
         "bf16", "fp8", "fp8-block", "nvfp4", "mxfp4", "nvfp4-min-latency", "all"}

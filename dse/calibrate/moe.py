@@ -1,6 +1,7 @@
 """Fit the MoE layer time model (`dse.perf.forms.moe`) to AIConfigurator's `moe_perf` tables.
 
-Data: `<gpu>/moe/trtllm/*/moe_perf.parquet`, TensorRT-LLM's whole MoE layer on one GPU. Its
+Data: `<gpu>/moe/trtllm/*/moe_perf.parquet`, TensorRT-LLM's whole MoE layer on one GPU (vLLM's tables
+of the same op are fitted by dse.calibrate.moe_vllm through `fit_table`, as family moe_vllm). Its
 `num_tokens` is the batch of the whole EP group: the collector feeds every token to the GPU and
 keeps its local experts' work (AIConfigurator multiplies the per-rank batch by the attention DP
 size). Routing is `balanced` (tokens spread evenly over the experts) or `power_law_<alpha>`
