@@ -10,17 +10,40 @@ from importlib import resources
 import pytest
 
 from dse.calibrate import FAMILIES
-from dse.calibrate.run import catalog_csv, catalog_table, report
+from dse.calibrate.run import report
 
 # The issue bounds the fit error per family and GPU (median <= 10 %, p90 <= 25 %); every family meets it
 # but vLLM's own MoE kernels, whose median does and whose p90 does not (tests/test_calibrate_moe_vllm.py).
 BOUNDED = tuple(f for f in FAMILIES if f != "moe_vllm")
 
 
-def test_committed_catalog_is_the_output_of_calibrate(all_fits, kernels_dir):
+def test_committed_catalog_is_the_output_of_calibrate(kernels_dir, tmp_path):
+    """Byte for byte, as the command writes it (with its numerics pinned: dse.cli.calibrate)."""
     committed = resources.files("dse.catalog").joinpath("efficiency.csv").read_text()
-    produced = catalog_csv(catalog_table(all_fits, kernels_dir))
-    assert produced == committed, "run `dse calibrate ../shared/data/kernels --write` and commit the result"
+    target = tmp_path / "efficiency.csv"
+    out = _dse("calibrate", kernels_dir, "--write", str(target))
+    assert out.returncode == 0, out.stderr
+    assert target.read_text() == committed, "run `dse calibrate ../shared/data/kernels --write` and commit the result"
+
+
+def test_calibrate_pins_numpy_and_openblas_dispatch_on_x86_64(kernels_dir, tmp_path):
+    """The command reruns itself with numpy's SIMD dispatch held to AVX2 and OpenBLAS's Haswell
+    kernels (on x86-64), whatever the caller's environment; the catalog is the same either way."""
+    import os
+    import platform
+    from dse.cli.calibrate import PINNED_NUMERICS
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("pinning applies to x86-64")
+    probe = subprocess.run([sys.executable, "-c", "import numpy, os; print(os.environ.get('OPENBLAS_CORETYPE'))"],
+                           env=dict(os.environ, **PINNED_NUMERICS), capture_output=True, text=True)
+    assert probe.returncode == 0 and probe.stdout.strip() == "Haswell"
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    unpinned = {k: v for k, v in os.environ.items() if k not in PINNED_NUMERICS}
+    for path, env in ((a, unpinned), (b, dict(os.environ, **PINNED_NUMERICS))):
+        r = subprocess.run([sys.executable, "-m", "dse.cli", "calibrate", kernels_dir, "--family", "gemm",
+                            "--gpu", "b200_sxm", "--write", str(path)], capture_output=True, text=True, env=env)
+        assert r.returncode == 0, r.stderr
+    assert a.read_text() == b.read_text()
 
 
 def test_every_family_is_fitted_on_every_gpu_that_has_its_tables(all_fits):

@@ -83,6 +83,7 @@ def _expected() -> tuple:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)   # a command that reruns itself (calibrate)
     try:
         code = args.func(args)
     except ConfigError as exc:
