@@ -12,9 +12,8 @@ import pytest
 from dse.calibrate import FAMILIES
 from dse.calibrate.run import report
 
-# The issue bounds the fit error per family and GPU (median <= 10 %, p90 <= 25 %); every family meets it
-# but vLLM's own MoE kernels, whose median does and whose p90 does not (tests/test_calibrate_moe_vllm.py).
-BOUNDED = tuple(f for f in FAMILIES if f != "moe_vllm")
+# The issue bounds the fit error per family and GPU (median <= 10 %, p90 <= 25 %); every family meets it.
+BOUNDED = tuple(FAMILIES)
 
 
 def test_committed_catalog_is_the_output_of_calibrate(kernels_dir, tmp_path):

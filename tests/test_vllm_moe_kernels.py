@@ -115,3 +115,23 @@ def test_training_ignores_the_setting():
     trained = Rates.of(hw, code, training=True)
     assert trained.vllm_moe is False and trained.vllm_params is None
     assert Rates.of(hw, code, moe_kernels=np.array([VLLM_KERNELS])).vllm_moe.all()
+
+
+def test_prefill_sized_layers_keep_tensorrt_llms_fit():
+    """The vLLM fits cover decode-sized layers (up to VLLM_MAX_TOKENS tokens, where they were fitted);
+    a larger layer, grouped-GEMM bound, takes TensorRT-LLM's fit of its format whatever the setting."""
+    from dse.perf.forms.moe import VLLM_MAX_TOKENS
+    hw = hardware("b200")
+    code = np.array([CODE["nvfp4"]])
+    on = burst(Rates.of(hw, code, moe_kernels=np.array([VLLM_KERNELS])))
+    off = burst(Rates.of(hw, code, moe_kernels=np.array([0])))
+    m = moe_model(3072, 1536, 256, 8)
+
+    def layer_s(tokens, r):
+        ops = layer.moe_ops(m, Shape(seqs=float(tokens), q_len=1.0, ctx=1.0, tp=4.0, ep=1.0), 2.0, 1.0, 1.0,
+                            spread=True, expert_operand=0.5625)
+        op = next(o for o in ops if o.name == "experts")
+        op.moe["local_tokens"] = float(tokens)
+        return float(roofline.op_time_s(op, r)[0])
+    assert layer_s(VLLM_MAX_TOKENS, on) != layer_s(VLLM_MAX_TOKENS, off)
+    assert layer_s(2 * VLLM_MAX_TOKENS, on) == layer_s(2 * VLLM_MAX_TOKENS, off)

@@ -39,6 +39,7 @@ import pandas as pd
 from dse.calibrate import Fit
 from dse.calibrate import moe
 from dse.calibrate.tables import KernelData
+from dse.perf.forms.moe import VLLM_MAX_TOKENS
 
 FAMILY = "moe_vllm"
 FRAMEWORK = "vllm"
@@ -79,7 +80,7 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     t = data.table(gpu, moe.FAMILY, "moe_perf", FRAMEWORK)
     if t.empty:
         return []
-    t = t[(t["distribution"] == "balanced") & t["moe_dtype"].isin(DTYPES)]
+    t = t[(t["distribution"] == "balanced") & t["moe_dtype"].isin(DTYPES) & (t["num_tokens"] <= VLLM_MAX_TOKENS)]
     t = t[default_rows(t)]
     if t.empty:
         return []

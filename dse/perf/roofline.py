@@ -218,9 +218,10 @@ def moe_parts(op, r: Rates):
             small = r.moe_min_latency & (np.asarray(shape["num_tokens"]) <= MOE.MIN_LATENCY_MAX_TOKENS)
             params = {p: np.where(small, r.min_latency[gemm_column(p, MIN_LATENCY, "moe")], v) for p, v in params.items()}
             tiled = tiled | small
-        if np.any(r.vllm_moe):   # vLLM's own kernels at their fit, in its token tiles where it has them
-            params = {p: np.where(r.vllm_moe, r.vllm_params[p], v) for p, v in params.items()}
-            tiled = np.where(r.vllm_moe, r.vllm_tiles, tiled)
+        if np.any(r.vllm_moe):   # vLLM's own kernels at their fit on decode-sized layers, in token tiles where fitted so
+            small = r.vllm_moe & (np.asarray(shape["num_tokens"]) <= MOE.VLLM_MAX_TOKENS)
+            params = {p: np.where(small, r.vllm_params[p], v) for p, v in params.items()}
+            tiled = np.where(small, r.vllm_tiles, tiled)
         if np.any(tiled):   # TRTLLM-Gen kernels pad each expert to whole token tiles
             r_pairs, touched = MOE.routed_and_touched(**shape)
             tile = MOE.tile_tokens(shape["num_tokens"], shape["topk"], shape["num_experts"] / shape["ep_size"])

@@ -106,6 +106,13 @@ TILE_TOKENS = (8.0, 256.0)  # smallest and largest tile of tokens per expert
 # moe_torch_flow_min_latency table under the same gate: aic-core operators/moe.rs @095f58a51);
 # dse calibrate fits those kernels there, as "nvfp4-min-latency"
 MIN_LATENCY_MAX_TOKENS = 128.0
+# vLLM's own MoE kernels (dse calibrate family moe_vllm) are fitted and used on layers of at most this
+# many tokens: the decode batches, where the engines' kernels differ (launch, routing, tile floors; the
+# same shape runs 25/61/99 us at 4/16/64 tokens on vLLM's NVFP4 kernel against 95/198/296 on TensorRT-
+# LLM's CUTLASS one, B200, 256 experts of 1536, tp 4); one form per format over prefill-sized layers as
+# well misses whole shapes by 30-45% (p90 28-31%). Larger layers are grouped-GEMM bound and keep the
+# TensorRT-LLM fit of their format.
+VLLM_MAX_TOKENS = 256.0
 
 
 def tile_tokens(num_tokens, topk, local_experts) -> np.ndarray:
