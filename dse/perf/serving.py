@@ -166,17 +166,16 @@ def _iteration(p, net, place, w, m, c, pp, layers_per_stage, prefill_seqs):
                         layers_per_stage, pp)
 
 
-def waves(p, net, place, w, m, c, pp, layers, budget, a):
-    """(prefill batch, decode iteration, prefill batches, wave period) of a prefill-first engine
-    (SGLang) holding c requests of a closed loop of equal-length requests: the c requests of a wave
-    arrive together, their prompts run as prefill-only batches of the token budget while no one
-    decodes, then all c decode together, finish together and are replaced together."""
-    isl, osl = w["isl"], w["osl"]
+def waves(p, net, place, w, m, c, pp, layers, budget):
+    """(prefill batch, decode iteration, prefill batches) of a prefill-first engine (SGLang) holding
+    c requests of a closed loop of equal-length requests: the c requests of a wave arrive together,
+    their prompts run as prefill-only batches of the token budget while no one decodes, then all c
+    decode together, finish together and are replaced together."""
+    isl = w["isl"]
     chunk = np.minimum(budget, c * isl)                      # prompt tokens of one prefill batch
     t_batch = _iteration(p, net, place, w, m, 0.0, pp, layers, chunk / isl)
     t_decode = _iteration(p, net, place, w, m, c, pp, layers, 0.0)
-    batches = c * isl / chunk                                # the last batch a remainder
-    return t_batch, t_decode, batches, batches * t_batch + np.maximum(osl - 1.0, 0.0) / a * t_decode
+    return t_batch, t_decode, c * isl / chunk                # the last batch a remainder
 
 
 def aggregated(w, m, net, tp, pp, dp, ep):
@@ -241,11 +240,13 @@ def aggregated(w, m, net, tp, pp, dp, ep):
     if np.any(in_waves):
         # a request's TPOT carries the wave's prefill batches after its own (half of them on average,
         # nine tenths at the p90), its TTFT the batches up to its own
-        t_batch, t_decode, batches, period = waves(p, net, place, w, m, c, pp, layers, budget, a)
+        t_batch, t_decode, batches = waves(p, net, place, w, m, c, pp, layers, budget)
         after, tokens = np.ceil(batches - 1e-9) - 1.0, np.maximum(osl - 1.0, 1.0)
-        decode = np.maximum(osl - 1.0, 0.0) / a * t_decode
+        steps = np.maximum(osl - 1.0, 0.0) / a                   # decode iterations after the first token
+        decode = steps * t_decode
+        period = batches * t_batch + decode
         wait = waiting * period / c
-        wave = dict(batch=c, iteration_s=period / (after + 1.0 + np.maximum(osl - 1.0, 0.0) / a),
+        wave = dict(batch=c, iteration_s=period / (after + 1.0 + steps),
                     ttft_s=0.5 * (after + 2.0) * t_batch + wait, ttft_p90_s=(0.9 * after + 1.0) * t_batch + wait,
                     tpot_s=(0.5 * after * t_batch + decode) / tokens, tpot_p90_s=(0.9 * after * t_batch + decode) / tokens,
                     requests_per_s=dp * c / period)
