@@ -69,20 +69,22 @@ def _on_live(live, x):
     return x if np.asarray(live).all() else np.where(live, x, 0.0)
 
 
-def _gemm_sides_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s, p: GemmParams):
+def _gemm_sides_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s, p: GemmParams,
+                  output_bytes=OUTPUT_BYTES):
     """(compute time, memory time, live rows) of a batched GEMM (gemm_compute_memory_s)."""
     compute = G.gemm_compute_s(m, n, k, peak_flops_per_s, p.efficiency_max, p.tiles_per_wave, p.k_ramp,
                                p.split_k_min_depth, batch=count)
     memory = G.gemm_memory_s(m, n, k, memory_bandwidth_bytes_per_s, p.memory_efficiency, operand_bytes,
-                             OUTPUT_BYTES) * count
+                             output_bytes) * count
     live = m * n * k * count > 0
     return _on_live(live, compute), _on_live(live, memory), live
 
 
-def gemm_time_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s, p: GemmParams):
+def gemm_time_s(m, n, k, count, operand_bytes, peak_flops_per_s, memory_bandwidth_bytes_per_s, p: GemmParams,
+                output_bytes=OUTPUT_BYTES):
     """Seconds of a batched GEMM of `count` products: one floor + quadrature of the two sides."""
     compute, memory, live = _gemm_sides_s(m, n, k, count, operand_bytes, peak_flops_per_s,
-                                          memory_bandwidth_bytes_per_s, p)
+                                          memory_bandwidth_bytes_per_s, p, output_bytes)
     return _on_live(live, G.combined_s(p.floor_s, compute, memory))
 
 
@@ -108,6 +110,7 @@ class Rates:
     vllm_moe: object = False          # rows whose MoE layers run vLLM's own kernels at their fit (moe_kernels vllm)
     vllm_params: dict | None = None   # that fit's parameters per row (moe_vllm_<param>_<format>)
     vllm_tiles: object = False        # rows whose vLLM fit is in TRTLLM-Gen token tiles
+    wgrad_output_bytes: object = OUTPUT_BYTES  # training: bytes per weight-gradient element a wgrad GEMM moves (wgrad_s)
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
@@ -192,6 +195,17 @@ def _op_sides_s(op, r: Rates):
     return compute, memory, None
 
 
+def wgrad_s(op, r: Rates):
+    """Seconds of a GEMM op's weight gradient in training, dW (k x n) = X^T (k x m) @ dY (m x n): a GEMM
+    of its own shape, reducing over the op's m tokens, whose output is the gradient buffer it
+    accumulates into (`r.wgrad_output_bytes` per element: Megatron-Core's gradient-accumulation fusion
+    has the wgrad GEMM add into the FP32 main_grad, read and written). Where tokens are many (dense
+    layers) this is the forward's time; few tokens per weight (routed experts) make it slower."""
+    peak, p = (r.peak_gemm, r.gemm) if op.low_precision else (r.peak_bf16, r.gemm_bf16)
+    return gemm_time_s(op.k, op.n, op.m, op.count, op.operand_bytes, peak * r.clock, r.bandwidth, p,
+                       r.wgrad_output_bytes)
+
+
 # Transformer Engine's compute streams for grouped GEMMs (common/util/multi_stream.cpp, d0067d0:
 # num_compute_streams = 4): the per-expert GEMMs are issued round-robin over them
 GEMM_STREAMS = 4.0
@@ -239,13 +253,32 @@ def moe_parts(op, r: Rates):
     return fixed, streams, 0.0, gemms
 
 
+def expert_wgrad_s(op, r: Rates):
+    """Seconds of the routed experts' weight gradients in training, one GEMM per touched local expert
+    as their forward (moe_parts): each reduces over the tokens its expert received into that
+    expert's gradient buffer (wgrad_s), at the framework's `expert_gemm_efficiency`."""
+    if r.experts is not None:
+        r = r.experts
+    shape = dict(op.moe)
+    shape.pop("per_expert_gemms", False)
+    efficiency = shape.pop("expert_gemm_efficiency", 1.0)
+    r_pairs, touched = MOE.routed_and_touched(**shape)
+    tokens, h, inter = r_pairs / touched, shape["hidden_size"], shape["inter_size"] / shape["tp_size"]
+    together = np.minimum(touched, GEMM_STREAMS)
+    return touched / together * sum(
+        gemm_time_s(k, n, tokens, together, shape["weight_bytes"], r.peak_gemm * r.clock, r.bandwidth, r.gemm,
+                    r.wgrad_output_bytes)
+        for n, k in ((shape["gated"] * inter, h), (h, inter))) / efficiency
+
+
 def moe_backward_s(op, r: Rates):
     """(data-gradient, weight-gradient) seconds of an MoE layer op's backward: the grouped GEMMs
     once for each (so the weights are read and their gradients written), the permute/unpermute
     streams and the fixed costs with the data gradients."""
     fixed, streams, weights, compute = moe_parts(op, r)
     grouped = np.maximum(weights, compute)
-    return fixed + streams + grouped, grouped
+    wgrad = expert_wgrad_s(op, r) if op.moe.get("per_expert_gemms", False) else grouped
+    return fixed + streams + grouped, wgrad
 
 
 def training_attention_s(op, r: Rates):

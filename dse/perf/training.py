@@ -100,7 +100,7 @@ class Layer:
         # the linear layers' backward: data gradients, and weight gradients unless frozen (LoRA)
         wgrad_share = A.weight_grad_share(w)
         self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = self.elementwise_bwd = 0.0
-        self.moe_fwd = self.moe_bwd = 0.0
+        self.moe_fwd = self.moe_bwd = self.gemm_wgrad = 0.0
         op_fwd, op_flops = {}, {}   # forward seconds and FLOPs by op name: what selective recompute re-runs
         live_rows = {}
         for op in ops:
@@ -119,6 +119,7 @@ class Layer:
                 self.moe_bwd = self.moe_bwd + dgrad + wgrad_share * wgrad
             elif op.kind == "gemm":
                 self.gemm_fwd = self.gemm_fwd + t
+                self.gemm_wgrad = self.gemm_wgrad + L.weighted(R.wgrad_s, op, rates, live_rows)
             elif op.kind == "attention" and op.timing == "fused":
                 self.attn_fwd, self.attn_bwd = self.attn_fwd + t, self.attn_bwd + attn_bwd
             elif op.kind == "attention":   # unfused: two GEMMs per forward GEMM, the softmax twice
@@ -131,10 +132,10 @@ class Layer:
                 self.elementwise_fwd = self.elementwise_fwd + t
                 self.elementwise_bwd = self.elementwise_bwd + t * op.backward
         self.fwd = self.gemm_fwd + self.moe_fwd + self.attn_fwd + self.scan_fwd + self.elementwise_fwd
-        self.bwd = (1 + wgrad_share) * self.gemm_fwd + self.moe_bwd + self.attn_bwd + self.scan_bwd + self.elementwise_bwd
+        self.bwd = self.gemm_fwd + wgrad_share * self.gemm_wgrad + self.moe_bwd + self.attn_bwd + self.scan_bwd + self.elementwise_bwd
         logits, loss = L.training_head_ops(m, s.tokens, tp)
         self.logits = R.op_time_s(logits, rates)
-        self.head = (2 + wgrad_share) * self.logits + 2 * R.op_time_s(loss, rates)
+        self.head = 2 * self.logits + wgrad_share * R.wgrad_s(logits, rates) + 2 * R.op_time_s(loss, rates)
         self.tokens, self.blocks = s.tokens, m.blocks_per_layer   # sub-blocks per layer (2 in a transformer)
         self.dense_share = dense
         streams = {bit: R.op_time_s(op, rates) for bit, op in RE.rerun_stream_ops(m, s, experts, moe, hidden_split).items()}
@@ -227,7 +228,7 @@ def host_chunk_time(m, w):
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "expert_precision",
               "expert_gemm_efficiency", "moe_imbalance",
               "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "document_tokens",
-              "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical")
+              "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
 
 
 class LayerComm:
@@ -238,6 +239,9 @@ class LayerComm:
         m = Model(w)
         tp, ep, cp, b, etp = (np.maximum(w[k], 1) for k in ("tp", "ep", "cp", "micro_batch", "etp"))
         rates = R.Rates.of(w, w["precision"], expert_precision=w["expert_precision"], training=True)
+        rates.wgrad_output_bytes = 2.0 * w["main_grad_bytes"]   # read and written: accumulated over micro-batches
+        if rates.experts is not None:
+            rates.experts.wgrad_output_bytes = rates.wgrad_output_bytes
         self.layer = layer = Layer(m, w, rates, tp, ep, cp, b, etp)
         net = Network(w)
         place = Placement(w["scaleup_domain"], tp, cp, ep, None, None, w["dp_hierarchical"], etp)  # no PP or DP group
