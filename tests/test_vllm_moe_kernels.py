@@ -21,11 +21,14 @@ SERVING = dict(model="minimax-m2.5", gpus=4, tp=4, isl=1024, osl=1024, concurren
                framework="vllm")
 
 
-def test_vllm_preset_runs_vllm_kernels_and_the_others_tensorrt_llms():
+def test_vllm_and_sglang_presets_run_vllms_kernels_and_the_others_tensorrt_llms():
+    """SGLang's automatic MoE runner picks the kernels vLLM's oracle does (FlashInfer TRTLLM-Gen on
+    Blackwell, the Triton fused MoE on Hopper): both presets take the moe_vllm fit."""
     presets = catalog.frameworks()
     assert presets.loc["vllm", "moe_kernels"] == "vllm"
+    assert presets.loc["sglang", "moe_kernels"] == "vllm"
     assert presets.loc["default", "moe_kernels"] == "trtllm"
-    for other in ("tensorrt-llm", "trtllm-bench", "sglang"):   # blank: the default's
+    for other in ("tensorrt-llm", "trtllm-bench"):   # blank: the default's
         assert not isinstance(presets.loc[other, "moe_kernels"], str) or not presets.loc[other, "moe_kernels"].strip()
 
 
