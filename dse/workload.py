@@ -47,6 +47,7 @@ class Model:
         self.sinks = (f("attention_sinks") > 0).astype(self.hidden.dtype)
         self.expert_bias = (f("expert_bias") > 0).astype(self.hidden.dtype)
         self.output_gate = (f("attention_output_gate") > 0).astype(self.hidden.dtype)
+        self.qk_norm_across_heads = (f("qk_norm_across_heads") > 0).astype(self.hidden.dtype)
         mlp_blocks = np.round(self.layers * self.mlp_fraction)
         self.moe_layers = np.where(self.is_moe, np.maximum(np.floor((mlp_blocks - dense_lead) / interval), 0.0), 0.0)
         self.dense_layers = mlp_blocks - self.moe_layers          # layers with a dense MLP

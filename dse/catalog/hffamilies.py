@@ -141,7 +141,7 @@ def kimi_k25(f: Fields) -> dict:
 
 
 def minimax_m2(f: Fields) -> dict:
-    """MiniMax-M2: full softmax attention with QK-norm on every layer (`attn_type_list` all 1; the
+    """MiniMax-M2: full softmax attention with QK-norm over all heads on every layer (`attn_type_list` all 1; the
     lightning-attention layers of MiniMax-01/M1 are 0 and not representable), every layer MoE
     (`num_local_experts`, top `num_experts_per_tok`, width `intermediate_size`), no shared expert.
     Its multi-token-prediction modules (`num_mtp_modules`) are not part of the model counted here."""
@@ -151,6 +151,9 @@ def minimax_m2(f: Fields) -> dict:
         raise f.error("attn_type_list", "only full softmax attention (1 on every layer) is representable")
     if f.num("shared_intermediate_size", 0.0, minimum=0):
         raise f.error("shared_intermediate_size", "a shared expert is not representable in this family")
+    # MiniMaxM2Attention: q_norm / k_norm of the whole num_heads x head_dim projection (`qk_norm_type`
+    # "per_layer"); "per_head" norms each head alone, as Qwen3 does, and needs no exchange
+    cols["qk_norm_across_heads"] = float(bool(f.get("use_qk_norm")) and f.get("qk_norm_type", "per_layer") == "per_layer")
     return cols
 
 

@@ -182,7 +182,8 @@ def stage_comm(p: Pass, net: Network, place: Placement, s: L.Shape, layers_per_s
         all_to_all = 0.0
     gather = np.where(tp > 1, net.all_gather_s(tp, place.tp_in, s.seqs * m.vocab * M.LOGITS_BYTES), 0.0)
     send = np.where(pp > 1, net.p2p_s(place.pp_stride, act_msg / tp), 0.0)
-    comm = layers_per_stage * (m.blocks_per_layer * all_reduce + p.moe * 2 * all_to_all) + gather + send
+    norms = L.qk_norm_exchange_s(net, place.tp_in, m, tp, s.tokens)
+    comm = layers_per_stage * (m.blocks_per_layer * all_reduce + norms + p.moe * 2 * all_to_all) + gather + send
     overhead = p.layer_overhead * layers_per_stage + p.launch_overhead * K["kernels_per_pass"]
     return comm, overhead
 

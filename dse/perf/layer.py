@@ -192,6 +192,22 @@ def expert_bias_op(m, s: Shape, weight) -> Op:
               weight=weight, backward=K["expert_bias_bwd_bytes"] / forward)
 
 
+# a token's partial sums of squares of its query and of its key projection, in FP32
+QK_NORM_SUMS_BYTES = 8.0
+
+
+def qk_norm_exchange_s(net, tp_in, m, tp, tokens):
+    """Seconds per layer of the TP all-reduce a QK-norm over all heads needs (`qk_norm_across_heads`:
+    MiniMax-M2's RMSNorm of the whole q and k projections, whose heads the TP ranks split): each rank
+    sums the squares of its share and one all-reduce adds both sums for every token (vLLM and SGLang
+    MiniMaxText01RMSNormTP), on the attention layers; 0 at tp 1 and for per-head norms. A latency-bound
+    collective: at decode sizes it costs about what the layer's two activation all-reduces do."""
+    on = (tp > 1) & (m.qk_norm_across_heads > 0)
+    if not np.any(on):
+        return 0.0
+    return np.where(on, net.all_reduce_s(tp, tp_in, tokens * QK_NORM_SUMS_BYTES), 0.0) * m.attention_fraction
+
+
 def attention_flops(m, seqs, q_len, ctx, tp):
     """Score and attention x V FLOPs of one attention layer over `ctx` keys (no causal saving):
     2 s_q s_k (d_qk + d_v) per head, 4 s_q s_k d when K and V heads are as wide."""

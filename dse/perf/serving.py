@@ -108,7 +108,8 @@ def stage_s(p: Pass, net: Network, place: Placement, decode_seqs, verify, prefil
     experts = (expert_exchange_s(p, net, place, tokens, layers_per_stage, kernels, decode_only)
                if np.any(p.a2a > 1) else 0.0)
     send = np.where(pp > 1, net.p2p_s(place.pp_stride, act_msg / tp), 0.0)
-    comm = layers_per_stage * m.blocks_per_layer * all_reduce + experts + send
+    norms = L.qk_norm_exchange_s(net, place.tp_in, m, tp, tokens)
+    comm = layers_per_stage * (m.blocks_per_layer * all_reduce + norms) + experts + send
     overhead = p.layer_overhead * layers_per_stage + p.launch_overhead * K["kernels_per_pass"]
     return kernels + hc + hm + comm + overhead
 

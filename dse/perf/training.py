@@ -248,6 +248,9 @@ class LayerComm:
         act_msg = layer.tokens * m.hidden * M.ACT_BYTES
         gather_msg = layer.tokens * m.hidden * L.GEMM_OPERAND_BYTES[w["precision"]]
         self.tp_fwd, self.tp_bwd, self.all_gather = tp_comm(net, place, w, tp, layer, act_msg, gather_msg)
+        # a QK-norm over all heads all-reduces its sums of squares forward and their gradients backward
+        norms = L.qk_norm_exchange_s(net, place.tp_in, m, tp, layer.tokens)
+        self.tp_fwd, self.tp_bwd = self.tp_fwd + norms, self.tp_bwd + norms
         self.ep_fwd = ep_comm(net, place, m, w, ep, layer.tokens, np.where(w["sp"], tp, 1.0), layer.routing)
         self.cp_fwd, self.cp_bwd = cp_comm(net, place, m, w, cp, tp, layer.tokens, layer)
 
