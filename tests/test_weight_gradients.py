@@ -4,6 +4,7 @@ expert_wgrad_s)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -59,7 +60,7 @@ def test_a_wider_gradient_buffer_is_never_faster(tokens, n, k):
 
 def _step(model, **kw):
     row = dict(model=model, system="h100-sxm", gpus=8, seq_len=4096, micro_batch=1, global_batch=64) | kw
-    return dse.evaluate_training(__import__("pandas").DataFrame([row]))
+    return dse.evaluate_training(pd.DataFrame([row]))
 
 
 def test_fp32_main_gradients_cost_moe_layers_more_than_dense_ones():
