@@ -244,31 +244,31 @@ def moe_parts(op, r: Rates):
         **shape, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=r.bandwidth, **params)
     if not per_expert:
         return fixed, streams, weights, compute
+    return fixed, streams, 0.0, _per_expert_gemms_s(shape, r, efficiency)
+
+
+def _per_expert_gemms_s(shape: dict, r: Rates, efficiency, wgrad=False):
+    """Seconds of the routed experts' GEMMs as training frameworks run them, one per touched local
+    expert, in rounds of up to GEMM_STREAMS concurrent GEMMs sharing the GPU's waves, at
+    `efficiency` of the dense fit: the forward (tokens x k) @ (k x n), or with `wgrad` the weight
+    gradients (k x tokens) @ (tokens x n) written into the gradient buffer (wgrad_s)."""
     r_pairs, touched = MOE.routed_and_touched(**shape)
     tokens, h, inter = r_pairs / touched, shape["hidden_size"], shape["inter_size"] / shape["tp_size"]
-    # rounds of up to GEMM_STREAMS concurrent GEMMs, each round sharing the GPU's waves
     together = np.minimum(touched, GEMM_STREAMS)
-    gemms = touched / together * sum(gemm_time_s(tokens, n, k, together, shape["weight_bytes"], peak, r.bandwidth, r.gemm)
-                                     for n, k in ((shape["gated"] * inter, h), (h, inter))) / efficiency
-    return fixed, streams, 0.0, gemms
+    output = r.wgrad_output_bytes if wgrad else OUTPUT_BYTES
+    return touched / together * sum(
+        gemm_time_s(*((k, n, tokens) if wgrad else (tokens, n, k)), together, shape["weight_bytes"],
+                    r.peak_gemm * r.clock, r.bandwidth, r.gemm, output)
+        for n, k in ((shape["gated"] * inter, h), (h, inter))) / efficiency
 
 
 def expert_wgrad_s(op, r: Rates):
-    """Seconds of the routed experts' weight gradients in training, one GEMM per touched local expert
-    as their forward (moe_parts): each reduces over the tokens its expert received into that
-    expert's gradient buffer (wgrad_s), at the framework's `expert_gemm_efficiency`."""
-    if r.experts is not None:
-        r = r.experts
+    """Seconds of the routed experts' weight gradients in training (one GEMM per touched local expert,
+    _per_expert_gemms_s), at the framework's `expert_gemm_efficiency`."""
     shape = dict(op.moe)
     shape.pop("per_expert_gemms", False)
     efficiency = shape.pop("expert_gemm_efficiency", 1.0)
-    r_pairs, touched = MOE.routed_and_touched(**shape)
-    tokens, h, inter = r_pairs / touched, shape["hidden_size"], shape["inter_size"] / shape["tp_size"]
-    together = np.minimum(touched, GEMM_STREAMS)
-    return touched / together * sum(
-        gemm_time_s(k, n, tokens, together, shape["weight_bytes"], r.peak_gemm * r.clock, r.bandwidth, r.gemm,
-                    r.wgrad_output_bytes)
-        for n, k in ((shape["gated"] * inter, h), (h, inter))) / efficiency
+    return _per_expert_gemms_s(shape, r.experts if r.experts is not None else r, efficiency, wgrad=True)
 
 
 def moe_backward_s(op, r: Rates):
