@@ -206,6 +206,7 @@ def serving_inputs(work: dict, n: int) -> dict:
                moe_min_latency=_setting(work, "moe_min_latency", "bool"),
                moe_kernels=_setting(work, "moe_kernels", "code"),
                prefill_first=_setting(work, "prefill_first", "bool"),
+               kv_fraction_of_free=_setting(work, "kv_fraction_of_free", "bool"),
                **{k: _setting(work, k, "float") for k in SERVING_SETTINGS})
     return out
 

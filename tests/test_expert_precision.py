@@ -56,6 +56,16 @@ def test_weights_are_the_dense_part_at_precision_and_the_routed_experts_at_their
     assert w[2] / w[3] == pytest.approx(bf16 / nvfp4, rel=1e-6)
 
 
+def test_block_scaled_fp8_weights_carry_one_scale_per_128_by_128_block():
+    # DeepSeek-V3's FP8 checkpoint: an FP32 scale per 128 x 128 weight block (its report, Sec. 3.3),
+    # 4 bytes per 16,384 weights, where activations carry one per 128 (1 + 4/128 bytes an element)
+    out = dse.evaluate_inference(_rows(INFER, [("fp8", None), ("fp8-block", None), ("mxfp8", None)]))
+    per_tensor, block, mx = out["weights_bytes"].to_numpy(float)
+    assert block / per_tensor == pytest.approx(1 + 4 / 128**2, rel=1e-6)
+    assert mx / per_tensor == pytest.approx(1 + 1 / 32, rel=1e-6)   # MX weights: an E8M0 scale per 32
+    assert float(ELEMENT_BYTES[CODE["fp8-block"]]) == pytest.approx(1 + 4 / 128)
+
+
 @pytest.mark.parametrize("evaluate, base, metric", [
     (dse.evaluate_inference, dict(INFER, batch=2048), "output_tokens_per_s"),
     (dse.evaluate_serving, SERVE, "output_tokens_per_s_per_gpu"),

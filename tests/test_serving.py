@@ -233,3 +233,19 @@ def test_the_aiconfigurator_tpot_rows_keep_their_stated_selection_and_are_all_co
     ours = results[results["id"].isin(t["id"])]
     assert len(ours) == len(t)
     assert (ours["predicted"].notna() | (ours["skipped"] != "")).all()
+
+
+def test_tensorrt_llm_gives_the_kv_cache_its_share_of_what_the_weights_leave():
+    # TensorRT-LLM's free_gpu_memory_fraction is "90% of free GPU memory (after loading weights)";
+    # vLLM's gpu_memory_utilization and SGLang's mem_fraction_static are shares of the whole GPU.
+    rows = [dict(BASE, tp=2, gpus=2, concurrency=64, kv_memory_fraction=f, kv_fraction_of_free=free)
+            for f in (0.9, 1.0) for free in (0, 1)]
+    out = evaluate(rows)
+    cap = out["kv_capacity_seqs"].to_numpy()
+    assert cap[1] > cap[0]            # 0.9 of what 70 GB of weights per GPU leave beats 0.9 of 80 GB less them
+    assert cap[2] == cap[3]           # the whole GPU: the two readings agree
+    # 70.6 GB of weights per 80 GiB GPU: 0.8 of the whole cannot hold them, 0.8 of what they leave caches requests
+    tight = evaluate([dict(BASE, tp=2, gpus=2, kv_memory_fraction=0.8, kv_fraction_of_free=free) for free in (0, 1)])
+    assert tight["fits"].tolist() == [False, True] and tight["kv_capacity_seqs"].iloc[1] >= 1
+    presets = dse.catalog.frameworks().set_index("name")["kv_fraction_of_free"]
+    assert presets[["tensorrt-llm", "trtllm-bench", "vllm", "sglang"]].tolist() == [1, 1, 0, 0]

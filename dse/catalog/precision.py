@@ -29,6 +29,7 @@ PEAK_COLUMN = {n: ("peak_bf16_flops_per_s", "peak_fp8_flops_per_s", "peak_fp4_fl
 NEEDS = {f"{units}_tensor_cores": (_TABLE["tensor_cores"] == units).to_numpy()
          for units in ("fp8", "block_scaled", "nvfp4")}
 ELEMENT_BYTES = _TABLE["element_bytes"].to_numpy(np.float32)          # GEMM operand / KV element, scales included
+WEIGHT_BYTES = _TABLE["weight_bytes"].to_numpy(np.float32)            # a stored weight, its block scales included
 SERVING_QUANTIZE_BYTES = _TABLE["serving_quantize_bytes"].to_numpy(np.float32)
 TRAINING_QUANTIZE_READS = _TABLE["training_quantize_reads"].to_numpy(np.float32)
 TRAINING_QUANTIZE_COPIES = _TABLE["training_quantize_copies"].to_numpy(np.float32)

@@ -47,6 +47,7 @@ from dse.perf import memory as M
 from dse.perf import mixers as X
 from dse.perf import pipeline as P
 from dse.perf import roofline as R
+from dse.catalog.precision import WEIGHT_BYTES
 from dse.perf.distinct import distinct
 from dse.perf.collectives import Network, Placement
 from dse.workload import Model
@@ -99,9 +100,11 @@ class Pass:
         self.imbalance = w["moe_imbalance"]   # busiest expert's load over the mean (1: balanced, EPLB)
 
     def weights_bytes(self, tp, pp, ep):
-        """Weights per GPU: the routed experts in their own format, the other parameters in the GEMMs'."""
+        """Weights per GPU: the routed experts in their own format, the other parameters in the GEMMs'
+        (a stored weight's block scales: FP8 block scaling keeps one per 128 x 128, not per 128)."""
         dense_params, expert_params = M.parameters_per_gpu(self.m, tp, pp, ep, etp=tp / self.fold)
-        return dense_params * self.operand + expert_params * self.expert_operand
+        weight, expert_weight = WEIGHT_BYTES[self.precision], WEIGHT_BYTES[self.expert_precision]
+        return dense_params * weight + expert_params * expert_weight
 
     def rates(self, decode: bool) -> R.Rates:
         return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None,

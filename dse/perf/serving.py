@@ -11,6 +11,7 @@ decoding), and the prompts of the requests that replace the finished ones enter 
     iteration tokens               c (1 + draft) + P <= max_num_tokens (the engine's token budget)
     c = min(concurrency / dp, KV capacity, max_num_seqs, max_num_tokens / (1 + draft + isl a / osl))
     KV capacity   (kv_memory_fraction x capacity - weights - working set) / KV bytes of one request
+                  (kv_fraction_of_free: kv_memory_fraction x (capacity - weights - working set))
                   at isl + osl tokens, rounded up to whole KV blocks of kv_block_tokens
     iteration     one pass of the c decode sequences and the P prompt tokens together: the GEMMs of
                   both in one (weights read once), decode attention over the caches at the mean
@@ -143,7 +144,10 @@ def kv_capacity(p: Pass, w, m, tp, pp, ep, ctx, chunk_tokens, layers_per_stage):
     q_local = m.q_dim * (1.0 + m.output_gate) / tp
     ffn_local = np.maximum(m.ffn, m.moe_ffn * (m.top_k + m.shared_experts)) / tp
     working = chunk_tokens * (2 * m.hidden + np.maximum(q_local + L.kv_pair_local(m, tp), m.mlp_mats * ffn_local)) * M.ACT_BYTES
-    free = w["kv_memory_fraction"] * p.hw["memory_capacity_bytes"] - weights - working
+    capacity, fraction = p.hw["memory_capacity_bytes"], w["kv_memory_fraction"]
+    # vLLM and SGLang take their share of the whole GPU; TensorRT-LLM its share of what is left
+    free = np.where(w["kv_fraction_of_free"], fraction * (capacity - weights - working),
+                    fraction * capacity - weights - working)
     return np.floor(np.maximum(free, 0.0) / per_request), weights, per_request
 
 
