@@ -51,13 +51,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.catalog.precision import PEAK_COLUMN
+from dse.catalog import precision as catalog_formats
 
-# dse precision -> (bytes per weight element including block scales, catalog peak column). Expert
-# weights: FP8 blocks of 128x128 carry one FP32 scale each (activations, dse.catalog.precision, 1x128);
-# mxfp4 is MXFP4 weights with MXFP8 activations, at the FP4 peak (dse.catalog.precision.PEAK_COLUMN).
-WEIGHT_BYTES = {"bf16": 2.0, "fp8": 1.0, "fp8-block": 1.0 + 4.0 / 128 ** 2, "nvfp4": 0.5 + 1.0 / 16, "mxfp4": 0.5 + 1.0 / 32}
-FORMATS = {name: (weight_bytes, PEAK_COLUMN[name]) for name, weight_bytes in WEIGHT_BYTES.items()}
+# dse precision -> (bytes per weight element including block scales, catalog peak column): the
+# formats the MoE kernel tables measure. Expert weights' bytes are the catalog's stored-weight bytes
+# (FP8 blocks of 128x128 carry one FP32 scale each); mxfp4 is MXFP4 weights with MXFP8 activations,
+# at the FP4 peak (dse.catalog.precision.PEAK_COLUMN).
+WEIGHT_BYTES = {name: float(catalog_formats.WEIGHT_BYTES[catalog_formats.CODE[name]])
+                for name in ("bf16", "fp8", "fp8-block", "nvfp4", "mxfp4")}
+FORMATS = {name: (weight_bytes, catalog_formats.PEAK_COLUMN[name]) for name, weight_bytes in WEIGHT_BYTES.items()}
 LAYER_PARAMS = ("floor_s", "efficiency_max", "memory_efficiency", "routed_bytes_per_element", "expert_overhead_s",
                 "local_expert_overhead_s", "routing_s_per_selection", "routing_step_s")
 HALF_TOKENS = 128.0        # tokens per expert at half of efficiency_max (the GEMM tile height)
