@@ -63,7 +63,7 @@ def _phase_ops(phase, w, m, batch, isl, osl, tp, n):
     p = Pass(w, m, tp, ep, np.maximum(w["dp"], 1))
     decode = phase == "decode"
     s = L.Shape(b, 1.0 if decode else float(isl), float(isl) + float(osl) / 2.0 if decode else float(isl), tp, ep)
-    return p.ops(s, decode) + [L.serving_head_op(m, b, tp, p.operand)], p.rates(decode)
+    return p.ops(s, decode) + [L.serving_head_op(m, b, tp)], p.rates(decode)
 
 
 def op_table(model, systems, phases=("prefill", "decode"), batch=1, isl=2048, osl=128, tp=1, precision="bf16",

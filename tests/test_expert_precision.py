@@ -53,7 +53,18 @@ def test_weights_are_the_dense_part_at_precision_and_the_routed_experts_at_their
     # ep 8 and the rest is replicated: NVFP4 experts beside BF16 attention are closer to all-NVFP4
     assert w[3] < w[0] < w[2] and (w[0] - w[3]) < 0.5 * (w[2] - w[3])
     nvfp4, bf16 = float(ELEMENT_BYTES[CODE["nvfp4"]]), float(ELEMENT_BYTES[CODE["bf16"]])
-    assert w[2] / w[3] == pytest.approx(bf16 / nvfp4, rel=1e-6)
+    assert w[2] / w[3] < bf16 / nvfp4   # the vocabulary matrices stay 16-bit in both
+
+
+def test_quantized_checkpoints_keep_the_vocabulary_matrices_in_16_bits():
+    # Llama 3.1 8B (config.json: vocab 128,256, hidden 4,096, untied): of its 8.03B parameters the
+    # embedding and the LM head stay BF16 in FP8 and NVFP4 checkpoints (ModelOpt excludes lm_head)
+    rows = [dict(INFER, model="llama3.1-8b", ep=1, gpus=1, tp=1, batch=1, precision=p) for p in ("bf16", "nvfp4")]
+    bf16_bytes, nvfp4_bytes = dse.evaluate_inference(pd.DataFrame(rows))["weights_bytes"].to_numpy(float)
+    params = bf16_bytes / 2.0
+    vocab = params - (bf16_bytes - nvfp4_bytes) / (2.0 - float(ELEMENT_BYTES[CODE["nvfp4"]]))
+    assert vocab == pytest.approx(2 * 128256 * 4096, rel=1e-6)
+    assert params == pytest.approx(8.03e9, rel=0.01)
 
 
 def test_block_scaled_fp8_weights_carry_one_scale_per_128_by_128_block():
@@ -61,8 +72,8 @@ def test_block_scaled_fp8_weights_carry_one_scale_per_128_by_128_block():
     # 4 bytes per 16,384 weights, where activations carry one per 128 (1 + 4/128 bytes an element)
     out = dse.evaluate_inference(_rows(INFER, [("fp8", None), ("fp8-block", None), ("mxfp8", None)]))
     per_tensor, block, mx = out["weights_bytes"].to_numpy(float)
-    assert block / per_tensor == pytest.approx(1 + 4 / 128**2, rel=1e-6)
-    assert mx / per_tensor == pytest.approx(1 + 1 / 32, rel=1e-6)   # MX weights: an E8M0 scale per 32
+    # the scales' bytes over those of MX weights (an E8M0 byte per 32): the 16-bit vocabulary cancels
+    assert (block - per_tensor) / (mx - per_tensor) == pytest.approx((4 / 128**2) / (1 / 32), rel=1e-4)
     assert float(ELEMENT_BYTES[CODE["fp8-block"]]) == pytest.approx(1 + 4 / 128)
 
 

@@ -100,11 +100,13 @@ class Pass:
         self.imbalance = w["moe_imbalance"]   # busiest expert's load over the mean (1: balanced, EPLB)
 
     def weights_bytes(self, tp, pp, ep):
-        """Weights per GPU: the routed experts in their own format, the other parameters in the GEMMs'
-        (a stored weight's block scales: FP8 block scaling keeps one per 128 x 128, not per 128)."""
+        """Weights per GPU: the routed experts in their own format, the layers' other parameters in the
+        GEMMs' (a stored weight's block scales: FP8 block scaling keeps one per 128 x 128, not per
+        128), and the vocabulary matrices in 16 bits (L.serving_head_op)."""
         dense_params, expert_params = M.parameters_per_gpu(self.m, tp, pp, ep, etp=tp / self.fold)
+        vocab = M.vocab_parameters_per_gpu(self.m, tp, pp)
         weight, expert_weight = WEIGHT_BYTES[self.precision], WEIGHT_BYTES[self.expert_precision]
-        return dense_params * weight + expert_params * expert_weight
+        return (dense_params - vocab) * weight + vocab * L.ACT_BYTES + expert_params * expert_weight
 
     def rates(self, decode: bool) -> R.Rates:
         return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None,
@@ -167,7 +169,7 @@ def stage_pass(p: Pass, net: Network, place: Placement, s: L.Shape, decode: bool
     """(compute, memory, comm, overhead) seconds of one forward pass of the slowest (last) stage."""
     rates = p.rates(decode)
     compute, memory = split_by_bound(p.ops(s, decode), rates)
-    hc, hm = split_by_bound([L.serving_head_op(p.m, s.seqs, s.tp, p.operand)], rates)
+    hc, hm = split_by_bound([L.serving_head_op(p.m, s.seqs, s.tp)], rates)
     compute, memory = compute * layers_per_stage + hc, memory * layers_per_stage + hm
     return (compute, memory) + stage_comm(p, net, place, s, layers_per_stage, pp)
 
@@ -237,7 +239,7 @@ class DecodeRest:
         rates = u.p.rates(True)
         self.before = split_by_bound(u.p.projection_ops(s, True), rates)
         self.after = op_times(u.p.later_ops(s, True), rates)
-        self.head = split_by_bound([L.serving_head_op(u.m, s.seqs, s.tp, u.p.operand)], rates)
+        self.head = split_by_bound([L.serving_head_op(u.m, s.seqs, s.tp)], rates)
         self.comm, self.overhead = stage_comm(u.p, u.net, u.place, s, u.layers_per_stage, u.pp)
 
 

@@ -306,9 +306,12 @@ def training_head_ops(m, tokens, tp) -> list:
             Op("loss", "head", "stream", tokens, m.vocab / tp, 1.0, bytes=logits_bytes, backward=1.0)]
 
 
-def serving_head_op(m, seqs, tp, operand) -> Op:
-    """LM head on the last token of each sequence (last stage), at the GEMM precision."""
-    return Op("lm_head", "head", "gemm", seqs, m.vocab / tp, m.hidden, operand_bytes=operand, low_precision=True)
+def serving_head_op(m, seqs, tp) -> Op:
+    """LM head on the last token of each sequence (last stage), in 16 bits whatever the layers'
+    format: quantized checkpoints keep it unquantized (TensorRT Model Optimizer's default configs
+    disable the "*lm_head*" and "*output_layer*" quantizers; vLLM's FP8 method quantizes linear
+    layers and the LM head is a vocabulary embedding)."""
+    return Op("lm_head", "head", "gemm", seqs, m.vocab / tp, m.hidden, operand_bytes=ACT_BYTES)
 
 
 def layer_shares(m):

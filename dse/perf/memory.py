@@ -133,8 +133,13 @@ def parameters_per_gpu(model, tp, pp, ep, etp=None):
     dense_per_layer = (model.mixer_params + (model.dense_layers * model.dense_mlp_params
                        + model.moe_layers * model.moe_replicated_params) / model.layers) / tp
     expert_per_layer = model.moe_layers * model.expert_params / model.layers / ((tp if etp is None else etp) * ep)
-    vocab = model.embedding_params / tp + np.where((pp == 1) & ~model.tied, model.output_params / tp, 0.0)
-    return layers_per_stage * dense_per_layer + vocab, layers_per_stage * expert_per_layer
+    return layers_per_stage * dense_per_layer + vocab_parameters_per_gpu(model, tp, pp), layers_per_stage * expert_per_layer
+
+
+def vocab_parameters_per_gpu(model, tp, pp):
+    """The vocabulary matrices among the most loaded stage's dense parameters (parameters_per_gpu):
+    the input embedding, and the output layer where one stage holds both and they are not tied."""
+    return model.embedding_params / tp + np.where((pp == 1) & ~model.tied, model.output_params / tp, 0.0)
 
 
 def model_state_bytes(dense_params, expert_params, zero, dp_dense, dp_expert, layer_params_full, grad_bytes):

@@ -100,7 +100,7 @@ def stage_s(p: Pass, net: Network, place: Placement, decode_seqs, verify, prefil
     pre = L.Shape(prefill_seqs, isl, isl, tp, ep)
     rates = p.rates(True)
     compute, memory = split_by_bound(merged_ops(p.ops(dec, True), p.ops(pre, False)), rates)
-    hc, hm = split_by_bound([L.serving_head_op(m, decode_seqs + prefill_seqs, tp, p.operand)], rates)
+    hc, hm = split_by_bound([L.serving_head_op(m, decode_seqs + prefill_seqs, tp)], rates)
     tokens = dec.tokens + pre.tokens
     act_msg = tokens * m.hidden * M.ACT_BYTES
     all_reduce = np.where(tp > 1, net.all_reduce_s(tp, place.tp_in, act_msg), 0.0)
