@@ -249,3 +249,14 @@ def test_tensorrt_llm_gives_the_kv_cache_its_share_of_what_the_weights_leave():
     assert tight["fits"].tolist() == [False, True] and tight["kv_capacity_seqs"].iloc[1] >= 1
     presets = dse.catalog.frameworks().set_index("name")["kv_fraction_of_free"]
     assert presets[["tensorrt-llm", "trtllm-bench", "vllm", "sglang"]].tolist() == [1, 1, 0, 0]
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(st.floats(0.3, 1.0), st.sampled_from(["llama3-8b", "llama3-70b", "mixtral-8x7b"]), st.sampled_from([1, 2, 4, 8]))
+def test_a_share_of_what_the_weights_leave_never_caches_less_than_the_same_share_of_the_whole(fraction, model, tp):
+    # f (C - W - w) - (f C - W - w) = (1 - f)(W + w) >= 0, equal at f = 1
+    out = evaluate([dict(BASE, model=model, tp=tp, gpus=tp, kv_memory_fraction=fraction, kv_fraction_of_free=free)
+                    for free in (0, 1)])
+    of_whole, of_free = out["kv_capacity_seqs"].to_numpy(float)
+    assert of_free >= of_whole
+    assert out["fits"].iloc[1] or not out["fits"].iloc[0]
