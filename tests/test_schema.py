@@ -135,6 +135,17 @@ def test_catalog_aliases_are_one_resolver_for_every_catalog():
         assert index and all(catalog.resolve(kind, a.upper()) == n for a, n in list(index.items())[:20])
 
 
+@pytest.mark.parametrize("repo_id, model", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama3.1-8b"), ("nvidia/Llama-3.1-405B-Instruct-FP8", "llama3.1-405b"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "mixtral-8x7b"), ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"),
+    ("nvidia/DeepSeek-R1-NVFP4", "deepseek-v3"), ("google/gemma-3-27b-it", "gemma3-27b")])
+def test_a_published_checkpoint_resolves_to_its_architecture(repo_id, model):
+    # a Hugging Face repo id of a tuned or quantized release names the same layer shapes
+    assert catalog.resolve_model(repo_id) == model
+    with pytest.raises(ConfigError, match="unknown model"):
+        catalog.resolve_model(repo_id.replace("/", "/Nope-"))
+
+
 @pytest.mark.parametrize("what", ["columns", "frameworks", "reasons"])
 def test_dse_list(what, capsys):
     assert main(["list", what]) == 0

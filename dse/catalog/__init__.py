@@ -11,6 +11,7 @@ raises `ConfigError` naming the closest catalog entries.
 from __future__ import annotations
 
 import difflib
+import re
 from functools import lru_cache
 from importlib import resources
 
@@ -52,6 +53,27 @@ def aliases(kind: str) -> dict[str, str]:
     return index
 
 
+# A published checkpoint's name beyond its architecture's: the organisation of a Hugging Face repo
+# id, and the suffixes of tuned or quantized releases of the same weights' shapes (the number
+# format is the precision column's, not the model's)
+CHECKPOINT_SUFFIXES = ("-instruct", "-chat", "-hf", "-it", "-base", "-fp8", "-fp4", "-nvfp4", "-fp8-dynamic")
+RELEASE_TAG = re.compile(r"-(v\d+(\.\d+)*|\d{4})$")   # '-v0.1', a month code '-2507'
+
+
+def checkpoint_architecture(name: str) -> str:
+    """`name` (lower case) without a repo's organisation or a tuned/quantized release's suffixes:
+    'meta-llama/llama-3.1-8b-instruct' -> 'llama-3.1-8b'."""
+    name = name.rsplit("/", 1)[-1]
+    stripped = True
+    while stripped:
+        release = RELEASE_TAG.search(name)
+        name, stripped = (name[: release.start()], True) if release else (name, False)
+        for suffix in CHECKPOINT_SUFFIXES:
+            if name.endswith(suffix) and len(name) > len(suffix):
+                name, stripped = name[: -len(suffix)], True
+    return name
+
+
 def resolve(kind: str, value, field: str | None = None) -> str:
     """Catalog name of `value` in the `kind` catalog (vendor spellings and aliases accepted).
 
@@ -61,6 +83,8 @@ def resolve(kind: str, value, field: str | None = None) -> str:
     key = str(value).strip().lower()
     if key in index:
         return index[key]
+    if kind == "model" and checkpoint_architecture(key) in index:
+        return index[checkpoint_architecture(key)]
     close = difflib.get_close_matches(key, list(index), n=3, cutoff=CLOSE_MATCH_CUTOFF)
     names = sorted({index[c] for c in close})
     plural = NAMED[kind][1]
