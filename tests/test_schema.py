@@ -146,6 +146,18 @@ def test_a_published_checkpoint_resolves_to_its_architecture(repo_id, model):
         catalog.resolve_model(repo_id.replace("/", "/Nope-"))
 
 
+@pytest.mark.parametrize("spelling, system", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA HGX H200 SXM 141GB HBM3e", "h200"), ("B200 192GB", "b200"),
+    ("NVIDIA B200", "b200"), ("A100 SXM4 40GB", "a100-40gb"), ("A100 80GB", "a100-80gb")])
+def test_a_part_as_vendors_spell_it_resolves_and_a_memory_size_it_lacks_does_not(spelling, system):
+    assert catalog.resolve_system(spelling) == system
+    with pytest.raises(ConfigError, match="unknown system"):
+        catalog.resolve_system(spelling.replace("B200", "B210").replace("H100", "H101").replace("H200", "H201")
+                               .replace("A100", "A101"))
+    with pytest.raises(ConfigError, match="unknown system"):   # H100 NVL's 94 GB is not the catalog's H100
+        catalog.resolve_system("NVIDIA H100 94GB")
+
+
 @pytest.mark.parametrize("what", ["columns", "frameworks", "reasons"])
 def test_dse_list(what, capsys):
     assert main(["list", what]) == 0

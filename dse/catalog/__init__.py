@@ -74,6 +74,32 @@ def checkpoint_architecture(name: str) -> str:
     return name
 
 
+# A part as vendors and clouds spell it beyond the catalog's aliases: the vendor's name first, the
+# node it ships in, the form factor and memory size after it ('NVIDIA HGX H200 SXM 141GB HBM3e')
+PART_WORDS = (re.compile(r"^(nvidia|amd)[- ]+"), re.compile(r"^(dgx|hgx)[- ]+"), re.compile(r"[- ]+sxm\d*"),
+              re.compile(r"[- ]+(\d+) ?gb( ?hbm\d?e?)?$"))
+MEMORY_MATCH = 0.1   # a stated memory size within 10% of the part's (marketing GB against GiB: B200 192 vs 180)
+
+
+def part_spellings(name: str):
+    """(spelling, memory size it stated in GB or None) of a part name (lower case) with, one after
+    another, the vendor, the node, the form factor and the memory size dropped, spaces as hyphens too."""
+    memory = None
+    for pattern in (None, *PART_WORDS):
+        if pattern is not None:
+            found = pattern.search(name)
+            if found and pattern is PART_WORDS[-1]:
+                memory = float(found.group(1))
+            name = pattern.sub("", name).strip()
+        yield name, memory
+        yield re.sub(r"[ _]+", "-", name), memory
+
+
+def _same_memory(system_name: str, memory_gb) -> bool:
+    capacity = float(systems().loc[system_name, "memory_capacity_bytes"]) / 2**30
+    return memory_gb is None or abs(capacity - memory_gb) <= MEMORY_MATCH * capacity
+
+
 def resolve(kind: str, value, field: str | None = None) -> str:
     """Catalog name of `value` in the `kind` catalog (vendor spellings and aliases accepted).
 
@@ -85,6 +111,10 @@ def resolve(kind: str, value, field: str | None = None) -> str:
         return index[key]
     if kind == "model" and checkpoint_architecture(key) in index:
         return index[checkpoint_architecture(key)]
+    if kind == "system":
+        for spelling, memory_gb in part_spellings(key):
+            if spelling in index and _same_memory(index[spelling], memory_gb):
+                return index[spelling]
     close = difflib.get_close_matches(key, list(index), n=3, cutoff=CLOSE_MATCH_CUTOFF)
     names = sorted({index[c] for c in close})
     plural = NAMED[kind][1]
