@@ -192,6 +192,10 @@ def training_results() -> pd.DataFrame:
     res["error_pct"] = (res["predicted"] / res["measured"] - 1) * 100
     res["skipped"] = skips.where(skips != "", np.where(predicted.isna(), "metric not modelled", ""))
     res.loc[res["skipped"] != "", ["predicted", "error_pct"]] = np.nan
+    # a measured run dse holds infeasible (out of memory, mostly) is still timed and compared, and
+    # counted apart: a search would not have offered it (memory figures describe a configuration,
+    # which may well not fit, not a run)
+    res["fits"] = out["fits"].to_numpy() | (res["skipped"] != "") | (act | pct).to_numpy()
     return res
 
 
@@ -217,6 +221,10 @@ def tokens_per_s_per_gpu(results: pd.DataFrame, column: str) -> pd.Series:
 
 # Suites of validation rows: name -> function returning the frame above. Other models append.
 SUITES = {"training": training_results}
+# the columns every suite returns, and the skip reason of a row dse holds infeasible
+RESULT_COLUMNS = ["id", "suite", "source", "model", "system", "metric", "unit", "measured", "predicted",
+                  "error_pct", "skipped", "fits"]
+DOES_NOT_FIT = "does not fit"
 
 
 # ---- inference -----------------------------------------------------------------------------
@@ -262,7 +270,7 @@ def inference_results() -> pd.DataFrame:
     ftl = metric == "first_token_latency"
     predicted[ftl] = out["ttft_s"][ftl] * 1e3
     skip = trt["dse_skip"]
-    skip = skip.where(skip != "", np.where(~out["fits"], "does not fit: " + out["infeasible_reason"].astype(str), ""))
+    skip = skip.where(skip != "", np.where(~out["fits"], DOES_NOT_FIT + ": " + out["infeasible_reason"].astype(str), ""))
     parts.append(pd.DataFrame({
         "id": trt["id"], "suite": "inference",
         "source": trt["dse_source_group"],
@@ -272,8 +280,8 @@ def inference_results() -> pd.DataFrame:
     res["error_pct"] = (res["predicted"] / res["measured"] - 1) * 100
     res["skipped"] = res.pop("skip")
     res.loc[res["skipped"] != "", ["predicted", "error_pct"]] = np.nan
-    return res[["id", "suite", "source", "model", "system", "metric", "unit", "measured", "predicted",
-                "error_pct", "skipped"]]
+    res["fits"] = ~res["skipped"].str.startswith(DOES_NOT_FIT)
+    return res[RESULT_COLUMNS]
 
 
 SUITES["inference"] = inference_results
@@ -304,14 +312,14 @@ def serving_results(files=SERVING_FILES) -> pd.DataFrame:
     out = dse.evaluate_serving(frame)
     metric = t["measured_metric_name"]
     predicted = pd.Series([out[m].iloc[i] for i, m in enumerate(metric)], index=t.index, dtype=float)
-    skip = t["dse_skip"].where(t["dse_skip"] != "", np.where(~out["fits"], "does not fit: " + out["infeasible_reason"].astype(str), ""))
+    skip = t["dse_skip"].where(t["dse_skip"] != "", np.where(~out["fits"], DOES_NOT_FIT + ": " + out["infeasible_reason"].astype(str), ""))
     res = pd.DataFrame({"id": t["id"], "suite": "serving", "source": t["dse_source_group"], "model": t["model"],
                         "system": frame["system"], "metric": metric, "unit": t["unit"],
                         "measured": t["measured_value"].map(_num), "predicted": predicted, "skipped": skip})
     res["error_pct"] = (res["predicted"] / res["measured"] - 1) * 100
     res.loc[res["skipped"] != "", ["predicted", "error_pct"]] = np.nan
-    return res[["id", "suite", "source", "model", "system", "metric", "unit", "measured", "predicted",
-                "error_pct", "skipped"]]
+    res["fits"] = ~res["skipped"].str.startswith(DOES_NOT_FIT)
+    return res[RESULT_COLUMNS]
 
 
 SUITES["serving"] = serving_results
@@ -323,11 +331,18 @@ def collect(suites=None) -> pd.DataFrame:
 
 
 def summary(results: pd.DataFrame) -> pd.DataFrame:
+    """Per source the compared rows, their mean, largest and signed mean error (%), and how many of
+    its measured runs dse holds infeasible (`not_fit`: compared in training, skipped elsewhere)."""
     ok = results[results["skipped"] == ""]
     g = ok.groupby("source")["error_pct"]
+    not_fit = (~results["fits"].astype(bool)).groupby(results["source"]).sum()
     table = pd.DataFrame({"rows": g.size(), "mape_pct": g.apply(lambda e: e.abs().mean()),
                           "max_abs_pct": g.apply(lambda e: e.abs().max()), "bias_pct": g.mean()})
+    table["not_fit"] = not_fit.reindex(table.index).fillna(0).astype(int)
     for suite, part in ok.groupby("suite"):
-        table.loc[f"ALL {suite}"] = [len(part), part["error_pct"].abs().mean(),
-                                     part["error_pct"].abs().max(), part["error_pct"].mean()]
+        everything = results[results["suite"] == suite]
+        table.loc[f"ALL {suite}"] = [len(part), part["error_pct"].abs().mean(), part["error_pct"].abs().max(),
+                                     part["error_pct"].mean(), int((~everything["fits"].astype(bool)).sum())]
+    table["rows"] = table["rows"].astype(int)
+    table["not_fit"] = table["not_fit"].astype(int)
     return table

@@ -208,7 +208,7 @@ def test_inference_validation_suite():
     from dse.validate import SUITES, summary
     res = SUITES["inference"]()
     assert list(res.columns) == ["id", "suite", "source", "model", "system", "metric", "unit", "measured",
-                                 "predicted", "error_pct", "skipped"]
+                                 "predicted", "error_pct", "skipped", "fits"]
     table = summary(res)
     assert table.loc["NeMo Llama-2 latency", "mape_pct"] <= 8.0
     assert table.loc["NeMo Llama-2 latency", "max_abs_pct"] <= 20.0
