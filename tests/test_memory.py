@@ -115,37 +115,52 @@ def test_fewer_micro_batches_than_stages_hold_fewer_layers():
 
 
 # ---- ZeRO --------------------------------------------------------------------------------------------
+OPTIMIZER_BYTES = 12.0   # FP32 master weight + Adam's m and v in FP32 (ZeRO paper, Sec. 3)
+
+
 def test_mixed_precision_adam_bytes_per_parameter():
     # 2 (bf16 weights) + 12 (fp32 master + Adam m, v); gradients 4 (Megatron's fp32 main grads) by
     # default, 2 where the framework reduces them in bf16 (Megatron-Bridge's performance scripts)
-    assert memory.WEIGHT_BYTES == 2 and memory.OPTIMIZER_BYTES == 12
-    presets = catalog.frameworks().set_index("name")["main_grad_bytes"]
-    assert presets["default"] == 4 and presets["megatron-bridge"] == 2
+    assert memory.WEIGHT_BYTES == 2 and memory.optimizer_state_bytes(4.0) == OPTIMIZER_BYTES
+    presets = catalog.frameworks().set_index("name")
+    assert presets.loc["default", "main_grad_bytes"] == 4 and presets.loc["megatron-bridge", "main_grad_bytes"] == 2
+    # BF16 moments (DeepSeek-V3 Sec. 3.3.2; Megatron-Core's precision-aware optimizer): 4 + 2 + 2
+    assert presets.loc["default", "adam_moment_bytes"] == 4 and memory.optimizer_state_bytes(2.0) == 8.0
+
+
+def test_bf16_moments_shrink_the_optimizer_state_by_a_third_and_its_step():
+    import dse
+    rows = pd.DataFrame([dict(model="llama3.1-70b", system="h100-sxm", gpus=64, tp=8, pp=2, global_batch=64,
+                              adam_moment_bytes=b) for b in (4, 2)])
+    fp32, bf16 = (r for _, r in dse.evaluate_training(rows).iterrows())
+    assert bf16["optimizer_bytes"] == pytest.approx(fp32["optimizer_bytes"] * 8 / 12, rel=1e-6)
+    assert bf16["weights_bytes"] == fp32["weights_bytes"] and bf16["grads_bytes"] == fp32["grads_bytes"]
+    assert bf16["optimizer_s"] == pytest.approx(fp32["optimizer_s"] * 26 / 34, rel=1e-6)
 
 
 @pytest.mark.parametrize("d", [1, 8, 64])
 def test_zero_stages_shard_over_data_parallelism(d):
     psi = 1e9
-    W, G, O = memory.WEIGHT_BYTES, 4.0, memory.OPTIMIZER_BYTES
+    W, G, O = memory.WEIGHT_BYTES, 4.0, OPTIMIZER_BYTES
     expected = {0: (W, G, O), 1: (W, G, O / d), 2: (W, G / d, O / d), 3: (W / d, G / d, O / d)}
     for stage, per_param in expected.items():
         got = memory.model_state_bytes(np.array([psi]), np.array([0.0]), np.array([stage]), np.array([float(d)]),
-                                       np.array([1.0]), np.array([0.0]), G)
+                                       np.array([1.0]), np.array([0.0]), G, 4.0)
         assert tuple(float(x[0]) for x in got) == pytest.approx(tuple(psi * x for x in per_param), rel=1e-12), stage
 
 
 def test_zero3_holds_two_gathered_layers_and_expert_params_shard_over_expert_dp():
     dense, expert, layer_params = 1e9, 4e9, 2e8
     d_dense, d_expert = 32.0, 4.0
-    W, G, O = memory.WEIGHT_BYTES, 2.0, memory.OPTIMIZER_BYTES
+    W, G, O = memory.WEIGHT_BYTES, 2.0, OPTIMIZER_BYTES
     w, g, o = memory.model_state_bytes(np.array([dense]), np.array([expert]), np.array([3]), np.array([d_dense]),
-                                       np.array([d_expert]), np.array([layer_params]), G)
+                                       np.array([d_expert]), np.array([layer_params]), G, 4.0)
     assert float(w[0]) == pytest.approx(W * (dense / d_dense + expert / d_expert) + 2 * layer_params * W)
     assert float(g[0]) == pytest.approx(G * (dense / d_dense + expert / d_expert))
     assert float(o[0]) == pytest.approx(O * (dense / d_dense + expert / d_expert))
     # below ZeRO-3 there is no gathered-layer buffer
     w2, _, _ = memory.model_state_bytes(np.array([dense]), np.array([expert]), np.array([2]), np.array([d_dense]),
-                                        np.array([d_expert]), np.array([layer_params]), G)
+                                        np.array([d_expert]), np.array([layer_params]), G, 4.0)
     assert float(w2[0]) == pytest.approx(W * (dense + expert))
 
 
@@ -153,7 +168,7 @@ def test_zero3_holds_two_gathered_layers_and_expert_params_shard_over_expert_dp(
 @given(st.integers(0, 3), st.sampled_from([1, 2, 8, 64, 1024]))
 def test_higher_zero_stage_never_holds_more(stage, d):
     args = lambda z: (np.array([1e9]), np.array([1e9]), np.array([z]), np.array([float(d)]),
-                      np.array([float(d)]), np.array([0.0]), 4.0)
+                      np.array([float(d)]), np.array([0.0]), 4.0, 4.0)
     lo, hi = sum(memory.model_state_bytes(*args(stage))), sum(memory.model_state_bytes(*args(min(stage + 1, 3))))
     assert float(hi[0]) <= float(lo[0])
 

@@ -24,13 +24,14 @@ def model_state(m, w, tp, pp, dp, cp, ep, etp):
     dense_params, expert_params = M.parameters_per_gpu(m, tp, pp, ep, etp)
     layer_full = (m.mixer_params + m.dense_mlp_params) / tp
     weights, grads, optimizer = M.model_state_bytes(dense_params, expert_params, w["zero"], dp * cp,
-                                                    expert_dp(tp, cp, dp, ep, etp), layer_full, w["main_grad_bytes"])
+                                                    expert_dp(tp, cp, dp, ep, etp), layer_full, w["main_grad_bytes"],
+                                                    w["adam_moment_bytes"])
     trained = (dense_params, expert_params)
     lora = A.frozen(w)
     if np.any(lora):
         adapters = A.adapter_params_per_gpu(m, w["adapter_rank"], tp, pp)
         _, adapter_grads, adapter_optimizer = M.model_state_bytes(adapters, 0.0, w["zero"], dp * cp, 1.0, 0.0,
-                                                                  w["main_grad_bytes"])
+                                                                  w["main_grad_bytes"], w["adam_moment_bytes"])
         grads, optimizer = np.where(lora, adapter_grads, grads), np.where(lora, adapter_optimizer, optimizer)
         trained = (np.where(lora, adapters, dense_params), np.where(lora, 0.0, expert_params))
     return (dense_params, expert_params), trained, weights, grads, optimizer
@@ -67,7 +68,7 @@ def dp_collectives(net, place, m, w, dp, cp, ep, params, n_expert, trained):
 # The columns the model state and the data-parallel collectives depend on row by row (besides the
 # model and hardware).
 STATE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "topology_code", "dp_hierarchical", "adapter", "adapter_rank",
-              "main_grad_bytes")
+              "main_grad_bytes", "adam_moment_bytes")
 
 
 class ModelState:

@@ -3,7 +3,8 @@
 
 Mixed-precision Adam as Megatron runs it: BF16 weights (2 B), main gradients (`main_grad_bytes`:
 FP32, 4 B, by default; BF16, 2 B, where a framework reduces gradients in BF16), FP32 master
-weights + Adam m and v (12 B): 18 bytes per parameter before sharding with FP32 gradients.
+weights (4 B) and Adam's m and v (`adam_moment_bytes` each: FP32 by default, BF16 where a recipe
+keeps them so): 18 bytes per parameter before sharding with FP32 gradients and moments.
 ZeRO-1 shards the optimizer states over data parallelism, ZeRO-2 also the gradients,
 ZeRO-3 also the weights (then two layers' full weights are held gathered at a time).
 """
@@ -16,7 +17,7 @@ from dse.perf import recompute as RE
 
 # Bytes per parameter and per activation element (dse/catalog/constants.csv, with sources).
 WEIGHT_BYTES = catalog.constant("weight_bytes")
-OPTIMIZER_BYTES = catalog.constant("optimizer_bytes")
+MASTER_WEIGHT_BYTES = catalog.constant("master_weight_bytes")
 ACT_BYTES = catalog.constant("activation_bytes")
 LOGITS_BYTES = catalog.constant("logits_bytes")
 
@@ -142,14 +143,21 @@ def vocab_parameters_per_gpu(model, tp, pp):
     return model.embedding_params / tp + np.where((pp == 1) & ~model.tied, model.output_params / tp, 0.0)
 
 
-def model_state_bytes(dense_params, expert_params, zero, dp_dense, dp_expert, layer_params_full, grad_bytes):
-    """(weights, grads, optimizer) bytes per GPU for a ZeRO stage, `grad_bytes` per gradient."""
+def optimizer_state_bytes(moment_bytes):
+    """Optimizer state per parameter: the FP32 master weight and Adam's two moments."""
+    return MASTER_WEIGHT_BYTES + 2.0 * moment_bytes
+
+
+def model_state_bytes(dense_params, expert_params, zero, dp_dense, dp_expert, layer_params_full, grad_bytes,
+                      moment_bytes):
+    """(weights, grads, optimizer) bytes per GPU for a ZeRO stage, `grad_bytes` per gradient and
+    `moment_bytes` per Adam moment."""
     def shard(stage_from):
         return (np.where(zero >= stage_from, dense_params / dp_dense, dense_params)
                 + np.where(zero >= stage_from, expert_params / dp_expert, expert_params))
     weights = WEIGHT_BYTES * shard(3) + np.where(zero >= 3, 2 * layer_params_full * WEIGHT_BYTES, 0.0)
     grads = grad_bytes * shard(2)
-    optimizer = OPTIMIZER_BYTES * shard(1)
+    optimizer = optimizer_state_bytes(moment_bytes) * shard(1)
     return weights, grads, optimizer
 
 

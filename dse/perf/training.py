@@ -284,8 +284,8 @@ def optimizer_step_s(w, state, tp, cp, dp, ep, etp):
     sharded = w["zero"] >= 1
     opt_params = (np.where(sharded, dense_params / (dp * cp), dense_params)
                   + np.where(sharded, expert_params / D.expert_dp(tp, cp, dp, ep, etp), expert_params))
-    return R.stream_time_s(opt_params * K["optimizer_traffic_bytes"], w["memory_bandwidth_bytes_per_s"],
-                           w["memory_efficiency"])
+    per_param = K["optimizer_traffic_bytes"] + 4.0 * w["adam_moment_bytes"]   # each moment read and written
+    return R.stream_time_s(opt_params * per_param, w["memory_bandwidth_bytes_per_s"], w["memory_efficiency"])
 
 
 def flops_and_utilisation(m, w, hw, step, tokens_per_step, selective_flops):
