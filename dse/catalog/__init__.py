@@ -76,8 +76,8 @@ def checkpoint_architecture(name: str) -> str:
 
 # A part as vendors and clouds spell it beyond the catalog's aliases: the vendor's name first, the
 # node it ships in, the form factor and memory size after it ('NVIDIA HGX H200 SXM 141GB HBM3e')
-PART_WORDS = (re.compile(r"^(nvidia|amd)[- ]+"), re.compile(r"^(dgx|hgx)[- ]+"), re.compile(r"[- ]+sxm\d*"),
-              re.compile(r"[- ]+(\d+) ?gb( ?hbm\d?e?)?$"))
+MEMORY_SIZE = re.compile(r"[- ]+(\d+) ?gb( ?hbm\d?e?)?$")
+PART_WORDS = (re.compile(r"^(nvidia|amd)[- ]+"), re.compile(r"^(dgx|hgx)[- ]+"), re.compile(r"[- ]+sxm\d*"), MEMORY_SIZE)
 MEMORY_MATCH = 0.1   # a stated memory size within 10% of the part's (marketing GB against GiB: B200 192 vs 180)
 
 
@@ -87,9 +87,8 @@ def part_spellings(name: str):
     memory = None
     for pattern in (None, *PART_WORDS):
         if pattern is not None:
-            found = pattern.search(name)
-            if found and pattern is PART_WORDS[-1]:
-                memory = float(found.group(1))
+            found = pattern.search(name) if pattern is MEMORY_SIZE else None
+            memory = float(found.group(1)) if found else memory
             name = pattern.sub("", name).strip()
         yield name, memory
         yield re.sub(r"[ _]+", "-", name), memory
@@ -109,8 +108,8 @@ def resolve(kind: str, value, field: str | None = None) -> str:
     key = str(value).strip().lower()
     if key in index:
         return index[key]
-    if kind == "model" and checkpoint_architecture(key) in index:
-        return index[checkpoint_architecture(key)]
+    if kind == "model" and (architecture := checkpoint_architecture(key)) in index:
+        return index[architecture]
     if kind == "system":
         for spelling, memory_gb in part_spellings(key):
             if spelling in index and _same_memory(index[spelling], memory_gb):

@@ -47,7 +47,7 @@ from dse.perf import memory as M
 from dse.perf import mixers as X
 from dse.perf import pipeline as P
 from dse.perf import roofline as R
-from dse.catalog.precision import WEIGHT_BYTES
+from dse.catalog.precision import CODE, WEIGHT_BYTES
 from dse.perf.distinct import distinct
 from dse.perf.collectives import Network, Placement
 from dse.workload import Model
@@ -69,6 +69,10 @@ def reason_codes(m, gpus, tp, pp, dp, ep, batch, isl, osl):
         (RC["ep_dense"], (ep > 1) & ~m.is_moe),
     ]
     return first_failure(checks, not_positive_integers(tp, pp, dp, ep, batch, isl, osl), RC["not_integer"])
+
+
+# quantized checkpoints keep the embedding and the LM head in 16 bits (dse.perf.layer.serving_head_op)
+VOCAB_WEIGHT_BYTES = float(WEIGHT_BYTES[CODE["bf16"]])
 
 
 class Pass:
@@ -106,7 +110,7 @@ class Pass:
         dense_params, expert_params = M.parameters_per_gpu(self.m, tp, pp, ep, etp=tp / self.fold)
         vocab = M.vocab_parameters_per_gpu(self.m, tp, pp)
         weight, expert_weight = WEIGHT_BYTES[self.precision], WEIGHT_BYTES[self.expert_precision]
-        return (dense_params - vocab) * weight + vocab * L.ACT_BYTES + expert_params * expert_weight
+        return (dense_params - vocab) * weight + vocab * VOCAB_WEIGHT_BYTES + expert_params * expert_weight
 
     def rates(self, decode: bool) -> R.Rates:
         return R.Rates.of(self.hw, self.precision, self.hw["decode_memory_efficiency"] if decode else None,
