@@ -128,6 +128,20 @@ def test_mixed_precision_adam_bytes_per_parameter():
     assert presets.loc["default", "adam_moment_bytes"] == 4 and memory.optimizer_state_bytes(2.0) == 8.0
 
 
+def test_nemo_reduces_gradients_in_bf16_so_its_published_nemotron_340b_mapping_fits():
+    # NeMo 24.07's performance summary ran Nemotron-4-340B (FP8) on 128 H100-80GB at TP 8, PP 8,
+    # VP 12, MBS 1, GBS 32 (dse/validation T0377); its configuration reduces gradients in BF16
+    # (nemotron_340b.yaml optim.grad_sync_dtype bf16), and with FP32 main gradients it would not fit
+    presets = catalog.frameworks().set_index("name")
+    assert presets.loc["nemo", "main_grad_bytes"] == 2
+    run = dict(model="nemotron4-340b", system="h100-sxm", framework="nemo", gpus=128, tp=8, pp=8, vp=12,
+               micro_batch=1, global_batch=32, precision="fp8")
+    rows = pd.DataFrame([run, dict(run, main_grad_bytes=4)])
+    bf16, fp32 = (r for _, r in dse.evaluate_training(rows).iterrows())
+    assert bf16["fits"] and not fp32["fits"]
+    assert fp32["grads_bytes"] == pytest.approx(2 * bf16["grads_bytes"])
+
+
 def test_bf16_moments_shrink_the_optimizer_state_by_a_third_and_its_step():
     import dse
     rows = pd.DataFrame([dict(model="llama3.1-70b", system="h100-sxm", gpus=64, tp=8, pp=2, global_batch=64,

@@ -351,7 +351,7 @@ def _pair(column, values, **kw):
 
 
 def _lora_pair():
-    return _pair("adapter", ("none", "lora"))
+    return _pair("adapter", ("none", "lora"), main_grad_bytes=4)   # FP32 main gradients (Megatron's default)
 
 
 def test_lora_trains_only_rank_r_adapters_beside_the_linear_layers():
