@@ -23,7 +23,7 @@ LOGITS_BYTES = catalog.constant("logits_bytes")
 
 
 def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction,
-                               chosen=None, saved_operand_bytes=2.0, expert_operand_bytes=None):
+                               chosen=None, saved_operand_bytes=2.0, expert_operand_bytes=None, by_name=False):
     """Stored activation bytes of one layer for one micro-batch on one GPU.
 
     Per token, terms replicated across TP ranks unless sequence parallel (R) and terms sharded
@@ -35,6 +35,9 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     Low-precision GEMMs keep their inputs for the weight gradients quantized
     (`saved_operand_bytes` per element; Transformer Engine saves the column-wise FP8/FP4 copy;
     `expert_operand_bytes` for the routed experts' inputs where their format differs).
+    `by_name`: selective recompute is rematerialisation by name (XLA remat policies; the setting
+    remat_by_name): a re-run attention core frees its output, layernorm every norm's output, and
+    mlp_up keeps the down projection's output it names (MaxText's mlpwo).
     Hybrid layers: each term on the share of the layers that has it (the R term per sub-block, the
     attention terms on the attention layers, the MLP terms on dense/MoE layers, `moe_fraction` of
     the layers being MoE), plus the Mamba-2 / Gated DeltaNet mixers' stored tensors.
@@ -47,14 +50,17 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
         return RE.modules_on(chosen, bit)
     q = saved_operand_bytes
     q_expert = q if expert_operand_bytes is None else expert_operand_bytes
-    # per sub-block: norm input (16-bit), GEMM input (quantized), dropout mask; a standalone norm
-    # (the MoE layers' pre-MLP norm, MLA's input norm) recomputed frees its output
-    standalone_norms = moe_fraction + model.attention_fraction * model.is_mla
-    replicated = (2.0 + q + drop) * h * model.blocks_per_layer - on(RE.LAYERNORM) * q * h * standalone_norms
+    # per sub-block: norm input (16-bit), GEMM input (quantized), dropout mask; a recomputed norm
+    # that stands alone (RE.recomputed_norms) frees its output
+    replicated = (2.0 + q + drop) * h * model.blocks_per_layer - on(RE.LAYERNORM) * q * h * RE.recomputed_norms(
+        model, moe_fraction, by_name)
+    # a down projection's output a remat policy names (mlp_up: MaxText's mlpwo), on the dense layers
+    replicated = replicated + (on(RE.MLP_UP) & ~on(RE.MLP)) * 2.0 * h * (model.mlp_fraction - moe_fraction)
     # Q (and its output gate), K, V, out-proj input (16-bit); MLA also keeps its latents
     qkv = model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim
     qkv = qkv * np.where(on(RE.MLA_UP_PROJ) & model.is_mla, 0.0, 1.0)
-    attn_sharded = model.attention_fraction * 2.0 * (qkv + model.o_dim)
+    context = model.o_dim * np.where(on(RE.CORE_ATTN) & by_name, 0.0, 1.0)   # re-run by name: not kept
+    attn_sharded = model.attention_fraction * 2.0 * (qkv + context)
     if np.any(model.is_mla):
         replicated = replicated + model.attention_fraction * model.is_mla * 2.0 * (model.q_lora + model.kv_lora + model.rope_dim)
     # an MLP's hidden layer: GeLU its input (16-bit) and output (the next GEMM's, quantized); gated

@@ -7,9 +7,12 @@
              and re-runs its forward once in the backward (Megatron-LM d98e8a64dd,
              megatron/core/transformer/transformer_config.py recompute_modules; tensor_parallel/random.py):
     core_attn       the attention core (FlashAttention or the unfused scores, softmax and PV); with
-                    fused attention it frees little (Megatron warns), without it the O(s^2) scores.
+                    fused attention it frees little (Megatron warns), without it the O(s^2) scores;
+                    under rematerialisation by name also its output (the out-projection input).
     layernorm       the norms that stand alone (the MoE layers' pre-MLP norm, MLA's input norm; dense
-                    layers fuse theirs into the next GEMM): their outputs, re-run as a norm kernel.
+                    layers fuse theirs into the next GEMM, Transformer Engine LayerNormLinear): their
+                    outputs, re-run as a norm kernel. Under rematerialisation by name (remat_by_name:
+                    XLA's remat policies) every norm stands alone.
     mla_up_proj     MLA's query and KV up-projections: Q, K and V, re-run as the two GEMMs.
     moe_act         the experts' activation output, re-run as one element-wise kernel.
     mlp             the dense layers' MLP: its hidden activations, re-run as both GEMMs (and their
@@ -57,12 +60,19 @@ def modules_on(chosen, bit):
     return (chosen & bit) != 0
 
 
-def rerun_stream_ops(m, s, experts, moe_share, hidden_split) -> dict:
+def recomputed_norms(m, moe_share, by_name=False):
+    """Norms per layer layernorm recompute re-runs and frees: those that stand alone (the MoE layers'
+    pre-MLP norm, MLA's input norm), or every sub-block's under rematerialisation by name."""
+    alone = moe_share + m.attention_fraction * m.is_mla
+    return np.where(by_name, m.blocks_per_layer, alone) if np.any(by_name) else alone
+
+
+def rerun_stream_ops(m, s, experts, moe_share, hidden_split, by_name=False) -> dict:
     """The element-wise kernels layernorm and moe_act re-run, as stream ops of the inventory (16-bit):
     a norm reads and writes the hidden state of the tokens it holds (1/tp of them under sequence
     parallelism); the activation reads the gated pair and writes the hidden layer of every routed
     copy on the GPU (`experts`: the experts' Shape, each expert's FFN split over its tp)."""
-    norms = moe_share + m.attention_fraction * m.is_mla
+    norms = recomputed_norms(m, moe_share, by_name)
     act = experts.tokens * m.top_k * m.mlp_mats * m.moe_ffn / experts.tp * 2.0 * moe_share
     return {LAYERNORM: Op("norm_rerun", "elementwise", "stream", bytes=s.tokens / hidden_split * 4.0 * m.hidden * norms),
             MOE_ACT: Op("moe_act_rerun", "elementwise", "stream", bytes=act)}

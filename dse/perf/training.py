@@ -138,7 +138,8 @@ class Layer:
         self.head = 2 * self.logits + wgrad_share * R.wgrad_s(logits, rates) + 2 * R.op_time_s(loss, rates)
         self.tokens, self.blocks = s.tokens, m.blocks_per_layer   # sub-blocks per layer (2 in a transformer)
         self.dense_share = dense
-        streams = {bit: R.op_time_s(op, rates) for bit, op in RE.rerun_stream_ops(m, s, experts, moe, hidden_split).items()}
+        reruns = RE.rerun_stream_ops(m, s, experts, moe, hidden_split, w["remat_by_name"])
+        streams = {bit: R.op_time_s(op, rates) for bit, op in reruns.items()}
         self.rerun_s, self.rerun_flops = RE.by_module(op_fwd, streams), RE.by_module(op_flops)
 
 
@@ -227,7 +228,7 @@ def host_chunk_time(m, w):
 # model and hardware).
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "expert_precision",
               "expert_gemm_efficiency", "moe_imbalance",
-              "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "document_tokens",
+              "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "document_tokens", "remat_by_name",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
 
 
@@ -261,7 +262,7 @@ def layer_activation_bytes(m, w, chosen, tp, cp, b):
     return M.activation_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"],
                                         w["flash_attention"], moe, chosen,
                                         L.GEMM_OPERAND_BYTES[w["precision"]],
-                                        L.GEMM_OPERAND_BYTES[w["expert_precision"]])
+                                        L.GEMM_OPERAND_BYTES[w["expert_precision"]], w["remat_by_name"])
 
 
 def activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer):
