@@ -33,11 +33,11 @@ def test_error_per_gpu(fits, gpu):
 
 def test_precisions_labelled_apart_and_tiled_where_trtllm_gen(fits):
     for gpu in BLACKWELL:
-        assert set(fits[gpu]) == {"vllm-bf16", "vllm-fp8", "vllm-fp8-block", "vllm-nvfp4"}, gpu
+        assert set(fits[gpu]) == {"vllm-bf16", "vllm-fp8", "vllm-fp8-block", "vllm-nvfp4", "vllm-mxfp4"}, gpu
         assert all(f.params["token_tiles"] == 1.0 and "TRTLLM-Gen" in f.basis for f in fits[gpu].values())
     for gpu in HOPPER:   # no FP4 units, no FlashInfer TRT-LLM kernels: Triton / CUTLASS, untiled; the
         # per-tensor FP8 fit is implausible (large grouped GEMMs at 11-18% of peak) and not kept
-        assert set(fits[gpu]) == {"vllm-bf16", "vllm-fp8-block"}, gpu
+        assert set(fits[gpu]) == {"vllm-bf16", "vllm-fp8-block", "vllm-mxfp4"}, gpu
         assert all(f.params["token_tiles"] == 0.0 for f in fits[gpu].values())
     # A100's vLLM table holds power-law rows only: the routing is TensorRT-LLM's fit, so none is fitted
     assert not fits.get("a100_sxm")
@@ -89,3 +89,15 @@ def test_the_moe_family_keeps_tensorrt_llms_precisions_only(all_fits):
     """The moe family fits TensorRT-LLM's tables only (vLLM's are the moe_vllm family's)."""
     assert {f.precision for f in of(all_fits, "moe", "b200_sxm")} == {
         "bf16", "fp8", "fp8-block", "nvfp4", "mxfp4", "nvfp4-min-latency", "all"}
+
+
+def test_mxfp4_is_gpt_oss_method_default_kernel(data):
+    """GPT-OSS's MXFP4 checkpoint: vLLM's Mxfp4MoEMethod runs FlashInfer's TRT-LLM MXFP4 x BF16 kernel on
+    Blackwell and OpenAI's Triton kernel on Hopper by default (mxfp4.py get_mxfp4_backend); the
+    compressed-tensors W4A4 MXFP4 method (Marlin) and the MXFP8-activation kernels are not it."""
+    for gpu, kernel in (("b200_sxm", "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_trtllmmxfp4expertsmonolithic"),
+                        ("h100_sxm", "vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic")):
+        t = data.table(gpu, "moe", "moe_perf", "vllm")
+        t = t[(t["distribution"] == "balanced") & (t["moe_dtype"] == "w4a16_mxfp4")
+              & t["kernel_source"].str.contains(moe_vllm.MXFP4_METHOD)]
+        assert set(t.loc[moe_vllm.default_rows(t), "kernel_source"]) == {kernel}, gpu

@@ -82,15 +82,16 @@ def test_vllm_moe_layer_matches_vllms_measured_kernels_on_decode_batches(system,
 
 
 def test_a_part_without_a_vllm_fit_falls_back_to_tensorrt_llms_exactly():
-    """H100 has no vLLM fit of per-tensor FP8 experts (not kept: dse.calibrate.moe_vllm.PLAUSIBLE) and no
-    format without a vLLM fit (MXFP4) has one anywhere: moe_kernels vllm changes nothing there, while it
-    does change H100's block-FP8 experts."""
+    """H100 has no vLLM fit of per-tensor FP8 experts (not kept: dse.calibrate.moe_vllm.PLAUSIBLE):
+    moe_kernels vllm changes nothing there, while it does change H100's block-FP8 experts and GPT-OSS's
+    MXFP4 experts (vLLM's own MXFP4 x BF16 kernels, fitted on Hopper and Blackwell alike)."""
     rows = [dict(SERVING, system="h100-sxm", precision="fp8", expert_precision="fp8"),
-            dict(SERVING, model="gpt-oss-120b", system="b200", expert_precision="mxfp4"),
-            dict(SERVING, system="h100-sxm", precision="fp8-block", expert_precision="fp8-block")]
+            dict(SERVING, system="h100-sxm", precision="fp8-block", expert_precision="fp8-block"),
+            dict(SERVING, model="gpt-oss-120b", system="h200", expert_precision="mxfp4"),
+            dict(SERVING, model="gpt-oss-120b", system="b200", expert_precision="mxfp4")]
     frame = pd.DataFrame([dict(r, moe_kernels=k) for r in rows for k in ("vllm", "trtllm")])
     tpot = dse.evaluate_serving(frame)["tpot_s"].to_numpy()
-    assert tpot[0] == tpot[1] and tpot[2] == tpot[3] and tpot[4] != tpot[5]
+    assert tpot[0] == tpot[1] and tpot[2] != tpot[3] and tpot[4] != tpot[5] and tpot[6] != tpot[7]
 
 
 def test_setting_off_is_tensorrt_llms_fits_bit_for_bit():

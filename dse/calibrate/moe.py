@@ -71,12 +71,12 @@ DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8-block", "nvfp4": "
           "nvfp4_min_latency": "nvfp4-min-latency",   # a pseudo dtype: SEPARATE
           # vLLM's default kernel of each dtype (dse.calibrate.moe_vllm)
           "vllm_bfloat16": "vllm-bf16", "vllm_fp8": "vllm-fp8", "vllm_fp8_block": "vllm-fp8-block",
-          "vllm_nvfp4": "vllm-nvfp4"}
+          "vllm_nvfp4": "vllm-nvfp4", "vllm_mxfp4": "vllm-mxfp4"}
 # kernels fitted apart from their dtype's default one: (dtype, kernel) -> the pseudo dtype they fit as
 SEPARATE = {("nvfp4", "moe_torch_flow_min_latency"): "nvfp4_min_latency"}
 # the number format of a pseudo dtype's weights and peak
 KERNEL_FORMAT = {"nvfp4_min_latency": "nvfp4", "vllm_bfloat16": "bf16", "vllm_fp8": "fp8",
-                 "vllm_fp8_block": "fp8-block", "vllm_nvfp4": "nvfp4"}
+                 "vllm_fp8_block": "fp8-block", "vllm_nvfp4": "nvfp4", "vllm_mxfp4": "mxfp4"}
 FIT_FORMAT = {DTYPES[d]: f for d, f in KERNEL_FORMAT.items()}   # ... by the precision its Fit is labelled
 MISTUNED_FACTOR = 1.5
 FIT_POINTS = 1000  # evenly spaced rows one least-squares problem sees (keeps the fit fast)

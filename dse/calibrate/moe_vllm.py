@@ -21,10 +21,12 @@ the table measures for it: on Blackwell the TRT-LLM monolithic kernels for every
 Hopper Triton (BF16), FlashInfer CUTLASS (per-tensor FP8), Triton / FlashInfer CUTLASS (block FP8
 at ep 1 / ep > 1: one fit over both, as a serving run takes one or the other by its ep).
 
-Fitted: BF16, per-tensor FP8, block FP8, NVFP4 (the dtypes of DTYPES), a fit kept where it is
-physically plausible (PLAUSIBLE: not Hopper's per-tensor FP8). Not fitted: weight-only
-formats (int4_wo, w4a16_mxfp4: Marlin, GPT-OSS's MXFP4 x BF16) and the W4A8 MXFP4 modular kernel (the
-model's mxfp4 is TensorRT-LLM's W4A8 path; a vLLM fit of it is left for later). Only balanced rows are
+Fitted: BF16, per-tensor FP8, block FP8, NVFP4 and MXFP4 (the dtypes of DTYPES), a fit kept where it
+is physically plausible (PLAUSIBLE: not Hopper's per-tensor FP8). MXFP4 is GPT-OSS's checkpoint, MXFP4
+weights and BF16 activations, as vLLM's Mxfp4MoEMethod runs it by default (vllm/model_executor/layers/
+quantization/mxfp4.py get_mxfp4_backend: FlashInfer's TRT-LLM MXFP4 x BF16 kernel on Blackwell, OpenAI's
+Triton kernel on Hopper; the MXFP8-activation kernels only under an environment flag); its rows are
+that method's (MXFP4_METHOD), not compressed-tensors' W4A4 MXFP4 (Marlin). Not fitted: int4_wo. Only balanced rows are
 fitted: the routing skew is a property of the traffic, not of the kernels, and stays TensorRT-LLM's
 fit (the `moe` family's "all" precision); A100's vLLM table (0.14) has power-law rows only, so A100
 gets no vLLM fit. The FlashInfer TRT-LLM kernels are TRTLLM-Gen's: fitted in their token tiles as
@@ -44,7 +46,11 @@ from dse.perf.forms.moe import VLLM_MAX_TOKENS
 FAMILY = "moe_vllm"
 FRAMEWORK = "vllm"
 # kernel dtype -> the pseudo dtype its default vLLM kernel is fitted as (moe.DTYPES labels it vllm-<precision>)
-DTYPES = {"bfloat16": "vllm_bfloat16", "fp8": "vllm_fp8", "fp8_block": "vllm_fp8_block", "nvfp4": "vllm_nvfp4"}
+DTYPES = {"bfloat16": "vllm_bfloat16", "fp8": "vllm_fp8", "fp8_block": "vllm_fp8_block", "nvfp4": "vllm_nvfp4",
+          "w4a16_mxfp4": "vllm_mxfp4"}
+# MXFP4 checkpoints vLLM runs with its GPT-OSS MXFP4 method (Mxfp4MoEMethod; compressed-tensors' W4A4
+# MXFP4 method, Marlin, is another checkpoint format)
+MXFP4_METHOD = "gptossmxfp4moe"
 # vLLM's MoE oracle backend priority (module docstring), as kernel_source fragments; within FlashInfer
 # TRT-LLM the monolithic experts class is tried before the modular one
 ORDER = ("flashinfer_trtllm", "flashinfer_cutlass", "triton")
@@ -80,7 +86,8 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     t = data.table(gpu, moe.FAMILY, "moe_perf", FRAMEWORK)
     if t.empty:
         return []
-    t = t[(t["distribution"] == "balanced") & t["moe_dtype"].isin(DTYPES) & (t["num_tokens"] <= VLLM_MAX_TOKENS)]
+    t = t[(t["distribution"] == "balanced") & t["moe_dtype"].isin(DTYPES) & (t["num_tokens"] <= VLLM_MAX_TOKENS)
+          & ((t["moe_dtype"] != "w4a16_mxfp4") | t["kernel_source"].str.contains(MXFP4_METHOD))]
     t = t[default_rows(t)]
     if t.empty:
         return []

@@ -39,7 +39,7 @@ MIN_LATENCY = "nvfp4-min-latency"   # the fit of TensorRT-LLM's NVFP4 min-latenc
 # vLLM's own MoE kernels (dse.calibrate.moe_vllm, family moe_vllm, precisions vllm-<format>): the formats
 # fitted, their model columns moe_vllm_<parameter>_<format>, and the per-format markers
 VLLM_MOE = "moe_vllm"
-VLLM_MOE_FORMATS = ("bf16", "fp8", "fp8-block", "nvfp4")
+VLLM_MOE_FORMATS = ("bf16", "fp8", "fp8-block", "nvfp4", "mxfp4")
 FORMAT_FALLBACK = {
     "bf16": ("bf16",),
     "fp8": ("fp8", "bf16"),
