@@ -46,6 +46,7 @@ class Model:
         # 0/1 in the model's float type (a bool would promote float32 arithmetic to float64)
         self.sinks = (f("attention_sinks") > 0).astype(self.hidden.dtype)
         self.expert_bias = (f("expert_bias") > 0).astype(self.hidden.dtype)
+        self.expert_clamp = (f("expert_clamp") > 0).astype(self.hidden.dtype)
         self.output_gate = (f("attention_output_gate") > 0).astype(self.hidden.dtype)
         self.qk_norm_across_heads = (f("qk_norm_across_heads") > 0).astype(self.hidden.dtype)
         mlp_blocks = np.round(self.layers * self.mlp_fraction)

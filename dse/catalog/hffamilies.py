@@ -162,7 +162,8 @@ def gpt_oss(f: Fields) -> dict:
     cols = base(f, tied=False)
     counts = count_types(f, "layer_types", cols["layers"], {"full_attention": "full", "sliding_attention": "sliding"})
     cols.update(attention_variants(counts, f.num("sliding_window", 0.0, minimum=0)), attention_sinks=1.0,
-                expert_bias=1.0)   # GptOssExperts: gate_up_proj_bias and down_proj_bias
+                expert_bias=1.0,   # GptOssExperts: gate_up_proj_bias and down_proj_bias
+                expert_clamp=float(f.num("swiglu_limit", 0.0, minimum=0) > 0))   # clamped gate and linear inputs
     top_k = "num_experts_per_tok" if f.has("num_experts_per_tok") else "experts_per_token"
     return moe(f, cols, int(cols["layers"]), experts="num_local_experts", top_k=top_k, expert_size="intermediate_size")
 

@@ -192,6 +192,19 @@ def expert_bias_op(m, s: Shape, weight) -> Op:
               weight=weight, backward=K["expert_bias_bwd_bytes"] / forward)
 
 
+def expert_clamp_op(m, s: Shape, weight) -> Op:
+    """A clamped SwiGLU's clamps where the framework runs them apart from the fused activation
+    (Megatron-Core: each half of the routed experts' gated hidden layer clamped, then concatenated,
+    eagerly): memory-bound over every routed pair's gated hidden layer, its backward the clamps'
+    masked gradients (constants expert_clamp_fwd_bytes, expert_clamp_bwd_bytes). `weight`: the MoE
+    share times the busiest rank's load, 0 where the experts do not clamp or the framework compiles the
+    clamps into the activation (expert_clamp_unfused)."""
+    elements = s.tokens * m.top_k * (m.mlp_mats - 1) * m.moe_ffn / s.tp
+    forward = K["expert_clamp_fwd_bytes"]
+    return Op("expert_clamp", "elementwise", "stream", elements, 1.0, 1.0, bytes=elements * forward,
+              weight=weight, backward=K["expert_clamp_bwd_bytes"] / forward)
+
+
 # a token's partial sums of squares of its query and of its key projection, in FP32
 QK_NORM_SUMS_BYTES = 8.0
 

@@ -14,7 +14,8 @@
                     outputs, re-run as a norm kernel. Under rematerialisation by name (remat_by_name:
                     XLA's remat policies) every norm stands alone.
     mla_up_proj     MLA's query and KV up-projections: Q, K and V, re-run as the two GEMMs.
-    moe_act         the experts' activation output, re-run as one element-wise kernel.
+    moe_act         the experts' activation output, re-run as one element-wise kernel (and a clamped
+                    SwiGLU's eager clamps where the framework runs them apart: expert_clamp).
     mlp             the dense layers' MLP: its hidden activations, re-run as both GEMMs (and their
                     TP communication).
     mlp_up          the dense layers' MLP hidden activations, as mlp, re-run from the up (and gate)
@@ -40,7 +41,8 @@ RERUN_OPS = {
     MLP: ("mlp_up_gate", "mlp_down"),
     MLP_UP: ("mlp_up_gate",),
     SHARED_EXPERTS: ("shared_expert_up_gate", "shared_expert_down"),
-    MOE: ("router", "experts", "shared_expert_up_gate", "shared_expert_down"),
+    MOE_ACT: ("expert_clamp",),
+    MOE: ("router", "experts", "expert_bias", "expert_clamp", "shared_expert_up_gate", "shared_expert_down"),
 }
 
 
@@ -82,7 +84,9 @@ def by_module(per_op: dict, streams: dict | None = None) -> dict:
     """Seconds or FLOPs each module re-runs (bit -> value) from a layer's values by op name, plus the
     element-wise kernels of `streams` (bit -> value): summed once per distinct layer, not per row."""
     out = {bit: sum(per_op.get(n, 0.0) for n in names) for bit, names in RERUN_OPS.items()}
-    return {**out, **(streams or {})}
+    for bit, value in (streams or {}).items():
+        out[bit] = out.get(bit, 0.0) + value
+    return out
 
 
 def _rerun(chosen, per_module: dict):

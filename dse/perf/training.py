@@ -86,10 +86,12 @@ class Layer:
         if np.any(m.is_moe):
             ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full, per_expert_gemms=True,
                              expert_operand=expert_operand, expert_gemm_efficiency=w["expert_gemm_efficiency"])
-            bias = moe * m.expert_bias * w["expert_bias_unfused"]
-            if np.any(bias):
+            # GPT-OSS's expert extras where the framework runs them unfused (Megatron-Core)
+            bias, clamp = moe * m.expert_bias * w["expert_bias_unfused"], moe * m.expert_clamp * w["expert_clamp_unfused"]
+            if np.any(bias) or np.any(clamp):
                 load = L.busiest_rank_load(m, busiest, ep) * full
-                ops.append(L.expert_bias_op(m, experts, (bias * load).astype(np.float32)))
+                ops += [L.expert_bias_op(m, experts, (bias * load).astype(np.float32)),
+                        L.expert_clamp_op(m, experts, (clamp * load).astype(np.float32))]
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
