@@ -26,8 +26,8 @@ is physically plausible (PLAUSIBLE: not Hopper's per-tensor FP8). MXFP4 is GPT-O
 weights and BF16 activations, as vLLM's Mxfp4MoEMethod runs it by default (vllm/model_executor/layers/
 quantization/mxfp4.py get_mxfp4_backend: FlashInfer's TRT-LLM MXFP4 x BF16 kernel on Blackwell, OpenAI's
 Triton kernel on Hopper; the MXFP8-activation kernels only under an environment flag); its rows are
-that method's (MXFP4_METHOD), not compressed-tensors' W4A4 MXFP4 (Marlin). Not fitted: int4_wo. Only balanced rows are
-fitted: the routing skew is a property of the traffic, not of the kernels, and stays TensorRT-LLM's
+that method's (MXFP4_METHOD), not compressed-tensors' W4A4 MXFP4 (Marlin). Not fitted: int4_wo.
+Only balanced rows are fitted: the routing skew is a property of the traffic, not of the kernels, and stays TensorRT-LLM's
 fit (the `moe` family's "all" precision); A100's vLLM table (0.14) has power-law rows only, so A100
 gets no vLLM fit. The FlashInfer TRT-LLM kernels are TRTLLM-Gen's: fitted in their token tiles as
 TensorRT-LLM's min-latency kernels are (dse.calibrate.moe, `token_tiles` 1 in the Fit, which the
@@ -86,8 +86,9 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     t = data.table(gpu, moe.FAMILY, "moe_perf", FRAMEWORK)
     if t.empty:
         return []
+    mxfp4_method = (t["moe_dtype"] != "w4a16_mxfp4") | t["kernel_source"].str.contains(MXFP4_METHOD)
     t = t[(t["distribution"] == "balanced") & t["moe_dtype"].isin(DTYPES) & (t["num_tokens"] <= VLLM_MAX_TOKENS)
-          & ((t["moe_dtype"] != "w4a16_mxfp4") | t["kernel_source"].str.contains(MXFP4_METHOD))]
+          & mxfp4_method]
     t = t[default_rows(t)]
     if t.empty:
         return []

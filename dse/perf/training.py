@@ -87,7 +87,8 @@ class Layer:
             ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full, per_expert_gemms=True,
                              expert_operand=expert_operand, expert_gemm_efficiency=w["expert_gemm_efficiency"])
             # GPT-OSS's expert extras where the framework runs them unfused (Megatron-Core)
-            bias, clamp = moe * m.expert_bias * w["expert_bias_unfused"], moe * m.expert_clamp * w["expert_clamp_unfused"]
+            bias = moe * m.expert_bias * w["expert_bias_unfused"]
+            clamp = moe * m.expert_clamp * w["expert_clamp_unfused"]
             if np.any(bias) or np.any(clamp):
                 load = L.busiest_rank_load(m, busiest, ep) * full
                 ops += [L.expert_bias_op(m, experts, (bias * load).astype(np.float32)),
