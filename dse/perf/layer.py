@@ -186,10 +186,7 @@ def expert_bias_op(m, s: Shape, weight) -> Op:
     autograd of the same ops (constants expert_bias_fwd_bytes, expert_bias_bwd_bytes). `weight`: the
     MoE share times the busiest rank's load, 0 where the model's experts have no bias or the
     framework fuses it."""
-    pairs = s.tokens * m.top_k
-    forward = K["expert_bias_fwd_bytes"]
-    return Op("expert_bias", "elementwise", "stream", pairs, m.hidden, 1.0, bytes=pairs * m.hidden * forward,
-              weight=weight, backward=K["expert_bias_bwd_bytes"] / forward)
+    return _routed_pass("expert_bias", s.tokens * m.top_k, m.hidden, "expert_bias", weight)
 
 
 def expert_clamp_op(m, s: Shape, weight) -> Op:
@@ -199,10 +196,15 @@ def expert_clamp_op(m, s: Shape, weight) -> Op:
     masked gradients (constants expert_clamp_fwd_bytes, expert_clamp_bwd_bytes). `weight`: the MoE
     share times the busiest rank's load, 0 where the experts do not clamp or the framework compiles the
     clamps into the activation (expert_clamp_unfused)."""
-    elements = s.tokens * m.top_k * (m.mlp_mats - 1) * m.moe_ffn / s.tp
-    forward = K["expert_clamp_fwd_bytes"]
-    return Op("expert_clamp", "elementwise", "stream", elements, 1.0, 1.0, bytes=elements * forward,
-              weight=weight, backward=K["expert_clamp_bwd_bytes"] / forward)
+    return _routed_pass("expert_clamp", s.tokens * m.top_k, (m.mlp_mats - 1) * m.moe_ffn / s.tp, "expert_clamp", weight)
+
+
+def _routed_pass(name, pairs, width, constant, weight) -> Op:
+    """A memory-bound pass over `width` elements of every routed pair, `<constant>_fwd_bytes` per
+    element forward and `<constant>_bwd_bytes` backward (dse/catalog/constants.csv)."""
+    forward = K[f"{constant}_fwd_bytes"]
+    return Op(name, "elementwise", "stream", pairs, width, 1.0, bytes=pairs * width * forward, weight=weight,
+              backward=K[f"{constant}_bwd_bytes"] / forward)
 
 
 # a token's partial sums of squares of its query and of its key projection, in FP32
