@@ -150,7 +150,7 @@ def training_inputs(work: dict, n: int) -> dict:
                                                            "main_grad_bytes", "adam_moment_bytes")},
                **{k: _setting(work, k, "bool") for k in ("flash_attention", "dp_overlap", "tp_overlap", "dp_hierarchical",
                                                          "moe_a2a_overlap", "cuda_graphs", "moe_pad_to_capacity",
-                                                         "expert_bias_unfused", "expert_clamp_unfused", "remat_by_name")})
+                                                         "expert_bias_unfused", "expert_clamp_unfused", "yarn_rope_unfused", "remat_by_name")})
     return out
 
 

@@ -47,6 +47,7 @@ class Model:
         self.sinks = (f("attention_sinks") > 0).astype(self.hidden.dtype)
         self.expert_bias = (f("expert_bias") > 0).astype(self.hidden.dtype)
         self.expert_clamp = (f("expert_clamp") > 0).astype(self.hidden.dtype)
+        self.yarn_rope = (f("yarn_rope") > 0).astype(self.hidden.dtype)
         self.output_gate = (f("attention_output_gate") > 0).astype(self.hidden.dtype)
         self.qk_norm_across_heads = (f("qk_norm_across_heads") > 0).astype(self.hidden.dtype)
         mlp_blocks = np.round(self.layers * self.mlp_fraction)

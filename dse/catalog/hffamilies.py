@@ -26,8 +26,15 @@ def base(f: Fields, *, tied: bool, gated: bool = True) -> dict:
         "ffn_hidden": f.num("intermediate_size", 4 * hidden, minimum=0),
         "vocab": f.num("vocab_size"), "seq_len": training_context(f),
         "gated_mlp": float(gated), "tied_embeddings": f.flag("tie_word_embeddings", tied),
-        "dropout": 0.0, "learned_pos_emb": 0.0,
+        "dropout": 0.0, "learned_pos_emb": 0.0, "yarn_rope": yarn_rope(f),
     }
+
+
+def yarn_rope(f: Fields) -> float:
+    """1 where config.json scales the rotary embedding by YaRN (rope_scaling type 'yarn')."""
+    scaling = f.get("rope_scaling")
+    kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
+    return float(kind == "yarn")
 
 
 def count_types(f: Fields, key: str, layers: float, allowed: dict) -> Counter:
@@ -125,7 +132,8 @@ def deepseek(f: Fields) -> dict:
     cols = base(f, tied=False)
     rope, nope = f.num("qk_rope_head_dim"), f.num("qk_nope_head_dim")
     cols.update(head_dim=rope + nope, v_head_dim=f.num("v_head_dim"), kv_lora_rank=f.num("kv_lora_rank"),
-                q_lora_rank=f.num("q_lora_rank", 0.0, minimum=0), qk_rope_head_dim=rope)
+                q_lora_rank=f.num("q_lora_rank", 0.0, minimum=0), qk_rope_head_dim=rope,
+                yarn_rope=0.0)   # MLA's YaRN RoPE has a fused kernel of its own (fused_apply_mla_rope_for_q)
     layers, first, freq = int(cols["layers"]), int(f.num("first_k_dense_replace", 0, minimum=0)), int(f.num("moe_layer_freq", 1))
     moe_layers = sum(1 for i in range(layers) if i >= first and i % freq == 0)
     # node-limited routing: a token's experts come from topk_group of the n_group expert groups

@@ -46,6 +46,17 @@ def attention_projection_ops(m, s: Shape, operand, decode: bool = False) -> list
     return ops
 
 
+def yarn_rope_op(m, s: Shape, weight) -> Op:
+    """A YaRN-scaled rotary embedding run as eager ops (Megatron-Core `_apply_rotary_pos_emb_bshd`:
+    its attention factor is not a fusable RoPE, so Megatron-Bridge turns the fusion off): memory-bound
+    passes over the local queries and keys (constants yarn_rope_fwd_bytes, yarn_rope_bwd_bytes).
+    `weight`: the attention share where the model's RoPE is YaRN and the framework runs it unfused."""
+    elements = s.tokens * (m.q_dim + m.kv_dim) / s.tp
+    forward = K["yarn_rope_fwd_bytes"]
+    return Op("yarn_rope", "elementwise", "stream", elements, 1.0, 1.0, bytes=elements * forward,
+              weight=weight, backward=K["yarn_rope_bwd_bytes"] / forward)
+
+
 def decode_attention_ops(m, s: Shape, kv_cache_token, kv_reads, decode_kv=None) -> list:
     """Decode attention over the KV cache: GQA (FlashDecoding) and, for MLA rows, absorbed MLA."""
     ops = [L.decode_attention_op(m, s, kv_cache_token, kv_reads, decode_kv)]

@@ -1,0 +1,64 @@
+"""A YaRN-scaled rotary embedding (GPT-OSS) as Megatron-Core runs it: Megatron-Bridge turns RoPE
+fusion off for position_embedding_type 'yarn', so `_apply_rotary_pos_emb_bshd` runs as eager
+element-wise ops over every query and key; frameworks that fuse or compile it do not pay that."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+import dse
+from dse import catalog
+from dse.catalog import hfconfig
+
+CONFIGS = Path(__file__).parent / "configs"
+# GPT-OSS-120B's attention on fewer layers: 64 query and 8 KV heads of 64, dense MLP to isolate it
+GPT_OSS = dict(layers=4, hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn_hidden=2880, vocab=201088,
+               seq_len=4096, gated_mlp=1)
+FORWARD, BACKWARD = catalog.constant("yarn_rope_fwd_bytes"), catalog.constant("yarn_rope_bwd_bytes")
+
+
+def added_s(**kw) -> float:
+    """Step seconds the eager RoPE adds to a GPT-OSS-shaped training step."""
+    row = {**dict(GPT_OSS, system="h100-sxm", gpus=8, tp=1, pp=1, global_batch=8, micro_batch=1,
+                  precision="bf16", framework="megatron-bridge"), **kw}
+    out = dse.evaluate_training(pd.DataFrame([dict(row, yarn_rope=y) for y in (1, 0)]))["step_time_s"]
+    return float(out.iloc[0] - out.iloc[1])
+
+
+def test_the_eager_rope_moves_its_bytes_at_a_physical_share_of_hbm_bandwidth():
+    """Every query and key element (64 x 64 + 8 x 64 per token) read and written as the ops do (24 B
+    forward, 34 backward), at 50-100% of the part's HBM bandwidth."""
+    moved = GPT_OSS["layers"] * 4096 * (64 + 8) * 64 * (FORWARD + BACKWARD)
+    share = moved / added_s() / catalog.system("h100-sxm")["memory_bandwidth_bytes_per_s"]
+    assert 0.5 <= share <= 1.0
+
+
+def test_tensor_parallelism_splits_the_heads_and_their_rope():
+    """Each TP rank rotates its own heads: at the same micro-batches per rank (one), the added time
+    falls about tp-fold."""
+    assert 3.0 <= added_s() / added_s(tp=4, global_batch=2) <= 4.0
+
+
+def test_a_framework_that_fuses_or_compiles_the_rope_pays_nothing():
+    assert added_s() > 0
+    assert added_s(yarn_rope_unfused=False) == 0
+    assert added_s(framework="torchtitan", zero=0) == 0
+    assert added_s(framework="maxtext") == 0
+
+
+def test_hugging_face_configs_map_yarn_rope_outside_latent_attention(tmp_path):
+    """rope_scaling type 'yarn' is YaRN RoPE (GPT-OSS); Llama 3's own scaling is not, and MLA's YaRN
+    RoPE (DeepSeek-V3) runs Megatron-Core's fused MLA kernel."""
+    assert hfconfig.model_columns(str(CONFIGS / "gpt-oss-120b" / "config.json"))["yarn_rope"] == 1.0
+    assert hfconfig.model_columns(str(CONFIGS / "llama3.1-8b" / "config.json"))["yarn_rope"] == 0.0
+    deepseek = json.loads((CONFIGS / "deepseek-v3" / "config.json").read_text())
+    assert deepseek["rope_scaling"]["type"] == "yarn"
+    assert hfconfig.model_columns(str(CONFIGS / "deepseek-v3" / "config.json"))["yarn_rope"] == 0.0
+    qwen = json.loads((CONFIGS / "qwen3-8b" / "config.json").read_text())
+    qwen["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    (tmp_path / "config.json").write_text(json.dumps(qwen))
+    assert hfconfig.model_columns(str(tmp_path / "config.json"))["yarn_rope"] == 1.0
+    assert catalog.model("gpt-oss-120b")["yarn_rope"] == 1
+    assert catalog.model("qwen3-30b-a3b")["yarn_rope"] == 0
