@@ -7,9 +7,10 @@ share of the model's layers that run it (dense MLP on dense layers, experts on M
 or unfused attention per row) times any multiplier (the MoE load imbalance), `backward` the
 backward-pass time in units of the forward (training).
 
-Phases differ only where the physics does: dropout and FP8 input casts exist in training, RoPE and
-the KV-cache write are counted in serving, decode attention streams the KV cache, the training
-head computes the loss in FP32 while serving computes logits of the last token only.
+Phases differ only where the physics does: dropout and FP8 input casts exist in training, RoPE is
+a kernel of its own in training (mixers.rope_op), the KV-cache write is counted in serving, decode
+attention streams the KV cache, the training head computes the loss in FP32 while serving computes
+logits of the last token only.
 """
 from __future__ import annotations
 

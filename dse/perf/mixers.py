@@ -46,15 +46,19 @@ def attention_projection_ops(m, s: Shape, operand, decode: bool = False) -> list
     return ops
 
 
-def yarn_rope_op(m, s: Shape, weight) -> Op:
-    """A YaRN-scaled rotary embedding run as eager ops (Megatron-Core `_apply_rotary_pos_emb_bshd`:
-    its attention factor is not a fusable RoPE, so Megatron-Bridge turns the fusion off): memory-bound
-    passes over the local queries and keys (constants yarn_rope_fwd_bytes, yarn_rope_bwd_bytes).
-    `weight`: the attention share where the model's RoPE is YaRN and the framework runs it unfused."""
+def rope_op(m, s: Shape, eager) -> Op:
+    """The rotary embedding of the local queries and keys in training, on every attention layer of a
+    model without learned position embeddings: one fused kernel (Transformer Engine's fused RoPE reads
+    and writes each 16-bit element, its backward the same over the gradients: constants
+    rope_fwd_bytes, rope_bwd_bytes), or, on the rows where `eager` (a YaRN RoPE the framework cannot
+    fuse: Megatron-Core's `_apply_rotary_pos_emb_bshd`), its eager ops (yarn_rope_fwd_bytes,
+    yarn_rope_bwd_bytes)."""
     elements = s.tokens * (m.q_dim + m.kv_dim) / s.tp
-    forward = K["yarn_rope_fwd_bytes"]
-    return Op("yarn_rope", "elementwise", "stream", elements, 1.0, 1.0, bytes=elements * forward,
-              weight=weight, backward=K["yarn_rope_bwd_bytes"] / forward)
+    forward = np.where(eager, K["yarn_rope_fwd_bytes"], K["rope_fwd_bytes"]).astype(np.float32)
+    backward = np.where(eager, K["yarn_rope_bwd_bytes"], K["rope_bwd_bytes"]).astype(np.float32)
+    weight = (m.attention_fraction * ~m.learned_pos).astype(np.float32)
+    return Op("rope", "elementwise", "stream", elements, 1.0, 1.0, bytes=elements * forward, weight=weight,
+              backward=backward / forward)
 
 
 def decode_attention_ops(m, s: Shape, kv_cache_token, kv_reads, decode_kv=None) -> list:

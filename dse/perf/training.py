@@ -94,9 +94,7 @@ class Layer:
                 ops += [L.expert_bias_op(m, experts, (bias * load).astype(np.float32)),
                         L.expert_clamp_op(m, experts, (clamp * load).astype(np.float32))]
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
-        yarn = m.attention_fraction * m.yarn_rope * w["yarn_rope_unfused"]
-        if np.any(yarn):
-            ops.append(X.yarn_rope_op(m, s, yarn.astype(np.float32)))
+        ops.append(X.rope_op(m, s, (m.yarn_rope > 0) & w["yarn_rope_unfused"]))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
         ops += X.recurrent_ops(m, s, operand, decode=False)
