@@ -84,14 +84,42 @@ def test_vllm_moe_layer_matches_vllms_measured_kernels_on_decode_batches(system,
 def test_a_part_without_a_vllm_fit_falls_back_to_tensorrt_llms_exactly():
     """H100 has no vLLM fit of per-tensor FP8 experts (not kept: dse.calibrate.moe_vllm.PLAUSIBLE):
     moe_kernels vllm changes nothing there, while it does change H100's block-FP8 experts and GPT-OSS's
-    MXFP4 experts (vLLM's own MXFP4 x BF16 kernels, fitted on Hopper and Blackwell alike)."""
+    MXFP4 experts on B200 (vLLM's own MXFP4 x BF16 kernels against TensorRT-LLM's W4A8 fit); on H200,
+    which has no TensorRT-LLM MXFP4 MoE fit, both engines take vLLM's MXFP4 fit."""
     rows = [dict(SERVING, system="h100-sxm", precision="fp8", expert_precision="fp8"),
             dict(SERVING, system="h100-sxm", precision="fp8-block", expert_precision="fp8-block"),
             dict(SERVING, model="gpt-oss-120b", system="h200", expert_precision="mxfp4"),
             dict(SERVING, model="gpt-oss-120b", system="b200", expert_precision="mxfp4")]
     frame = pd.DataFrame([dict(r, moe_kernels=k) for r in rows for k in ("vllm", "trtllm")])
     tpot = dse.evaluate_serving(frame)["tpot_s"].to_numpy()
-    assert tpot[0] == tpot[1] and tpot[2] != tpot[3] and tpot[4] != tpot[5] and tpot[6] != tpot[7]
+    assert tpot[0] == tpot[1] and tpot[2] != tpot[3] and tpot[4] == tpot[5] and tpot[6] != tpot[7]
+
+
+def test_tensorrt_llms_hopper_mxfp4_experts_run_near_its_own_measured_kernel(kernels_dir):
+    """GPT-OSS-120B's experts (hidden = expert FFN = 2880, 128 experts, top-4, tp 1, ep 1-8) on H200
+    under balanced routing, 1-256 tokens: TensorRT-LLM's layer, priced at vLLM's MXFP4 fit (the part
+    has no TensorRT-LLM MXFP4 MoE fit), is within 25% of TensorRT-LLM's own measured W4A16 MXFP4
+    kernel at the median, and closer to it than the block-FP8 fallback it took before."""
+    hw = hardware("h200")
+    code = np.array([CODE["mxfp4"]])
+    markers = {c: np.asarray(0.0) for c in catalog.fitted.ABSENT if c.startswith("moe_vllm_")}
+    now = burst(Rates.of(hw, code, moe_kernels=np.array([0])))
+    fallback = burst(Rates.of({**hw, **markers}, code, moe_kernels=np.array([0])))
+    files = glob.glob(os.path.join(kernels_dir, "h200_sxm", "moe", "trtllm", "*", "moe_perf.parquet"))
+    t = pd.concat([pd.read_parquet(f) for f in files])
+    t = t[(t["moe_dtype"] == "w4a16_mxfp4") & (t["distribution"] == "balanced") & (t["num_experts"] == 128)
+          & (t["hidden_size"] == 2880) & (t["moe_tp_size"] == 1) & (t["moe_ep_size"] <= 8) & (t["num_tokens"] <= 256)]
+    m, errors = moe_model(2880, 2880, 128, 4), []
+    for (ep, tokens), latency_ms in t.groupby(["moe_ep_size", "num_tokens"])["latency"].median().items():
+        ops = layer.moe_ops(m, Shape(seqs=float(tokens), q_len=1.0, ctx=1.0, tp=1.0, ep=float(ep)), 2.0, 1.0, 1.0,
+                            spread=True, expert_operand=0.53125)
+        op = next(o for o in ops if o.name == "experts")
+        op.moe["local_tokens"] = float(tokens)
+        errors.append([float(roofline.op_time_s(op, r)[0]) / (latency_ms * 1e-3) - 1.0 for r in (now, fallback)])
+    errors = np.abs(np.array(errors))
+    assert len(errors) >= 40
+    vllm_fit, block_fp8 = np.median(errors, axis=0)
+    assert vllm_fit <= 0.25 and vllm_fit < block_fp8, (vllm_fit, block_fp8)
 
 
 def test_setting_off_is_tensorrt_llms_fits_bit_for_bit():

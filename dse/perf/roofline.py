@@ -149,8 +149,15 @@ class Rates:
 def vllm_moe_rates(hw: dict, precision, moe_kernels):
     """(rows on vLLM's own MoE fit, its parameters per row, rows whose fit is in token tiles): the rows
     asking for vLLM's kernels (moe_kernels) whose format the part has a vLLM fit of (moe_vllm_<format>);
-    (False, None, False) where none does, so a block without them reads no column."""
-    on, codes = np.asarray(moe_kernels) == VLLM_KERNELS, np.asarray(precision)
+    (False, None, False) where none does, so a block without them reads no column. MXFP4 experts on a
+    part without TensorRT-LLM's own MXFP4 MoE fit (Hopper) take vLLM's fit of the same format at decode
+    sizes before another format's: TensorRT-LLM's W4A16 MXFP4 MoE table on H100 and H200 is 7-20%
+    slower than vLLM's OpenAI Triton kernel (median ratio) up to 512 tokens on GPT-OSS's shapes, where
+    the block-FP8 fallback's 128-row tiles cost about twice (prefill-sized layers keep that fallback:
+    TensorRT-LLM's kernel is 1.6-1.9x slower than Triton's there)."""
+    codes = np.asarray(precision)
+    mxfp4_unfitted = (codes == CODE["mxfp4"]) & (np.asarray(hw["moe_token_tiles_mxfp4"], float) <= 0)
+    on = (np.asarray(moe_kernels) == VLLM_KERNELS) | mxfp4_unfitted
     rows, params, tiles = False, None, False
     if not np.any(on):
         return rows, params, tiles
