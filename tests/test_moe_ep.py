@@ -178,7 +178,9 @@ def test_decode_runs_deepep_low_latency_kernels_without_per_domain_dedup():
 def test_all_to_all_overlap_never_exposes_more_and_hides_a_short_exchange():
     plain, overlapped = train(gpus=64, global_batch=64), train(gpus=64, global_batch=64, moe_a2a_overlap=True)
     assert float(overlapped["ep_comm_s"].iloc[0]) < float(plain["ep_comm_s"].iloc[0])
-    assert float(overlapped["step_time_s"].iloc[0]) <= float(plain["step_time_s"].iloc[0])
+    # (float32 steps: where the gradient reduction paces the step, the hidden exchange only moves
+    # time into the reduction's exposed tail, and the two steps agree to rounding)
+    assert float(overlapped["step_time_s"].iloc[0]) <= float(plain["step_time_s"].iloc[0]) * (1 + 1e-6)
 
 
 def test_host_bound_layers_pace_the_step_and_cuda_graphs_remove_the_dense_part():

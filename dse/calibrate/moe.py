@@ -31,10 +31,10 @@ What the tables measure beyond the form:
   * TRTLLM-Gen tiles (mxfp4: w4a8_mxfp4_mxfp8's `moe_torch_flow` kernel on Blackwell): the tile of
     tokens per expert (calculate_tile_tokens_dim on the local experts) is T*k/E_l to the next power
     of two, within TILE_TOKENS, and a touched expert computes whole tiles of its x = R/touched
-    tokens (max(tile, x + tile/2) rows: one tile, beyond it half a tile of padding on average;
-    continuous, so the least squares can step): the time steps where T*k/E_l crosses a power of
-    two. The padding is folded into the peak given to the form (peak * (x + HALF_TOKENS) / rows);
-    a model using mxfp4's parameters must pad the same way.
+    tokens (balanced rows: exactly ceil(x / tile) tiles; power-law rows: max(tile, x + tile/2) rows,
+    one tile, beyond it half a tile of padding on average): the time steps where T*k/E_l crosses a
+    power of two. The padding is folded into the peak given to the form (peak * (x + HALF_TOKENS) /
+    rows, dse.perf.forms.moe.tiled_peak); a model using mxfp4's parameters must pad the same way.
 
   * TensorRT-LLM's min-latency kernels (`moe_torch_flow_min_latency`, B200/GB200 nvfp4: the
     TRTLLM-Gen MoE backend, which the collector selects with moe_backend "TRTLLM"): every shape
@@ -179,7 +179,7 @@ def _time(shapes: dict, hw: dict, layer: dict, ratio, active, spread, tile) -> n
         x = routed / form.experts_touched(routed, np.maximum(s["num_experts"] / s["ep_size"], 1.0), pick(spread),
                                           pick(active))
         peak = np.broadcast_to(np.asarray(hw["peak_flops_per_s"], float), tile.shape).copy()
-        peak[at] = form.tiled_peak(peak[at], tile[at], x)
+        peak[at] = form.tiled_peak(peak[at], tile[at], x, pick(spread))
         hw = dict(hw, peak_flops_per_s=peak)
     return moe_time_s(**shapes, **hw, **layer, busiest_expert_ratio=ratio, active_expert_fraction=active,
                       spread=spread)

@@ -246,7 +246,7 @@ def moe_parts(op, r: Rates):
         if np.any(tiled):   # TRTLLM-Gen kernels pad each expert to whole token tiles
             r_pairs, touched = MOE.routed_and_touched(**shape)
             tile = MOE.tile_tokens(shape["num_tokens"], shape["topk"], shape["num_experts"] / shape["ep_size"])
-            peak = np.where(tiled, MOE.tiled_peak(peak, tile, r_pairs / touched), peak)
+            peak = np.where(tiled, MOE.tiled_peak(peak, tile, r_pairs / touched, shape.get("spread", True)), peak)
     fixed, streams, weights, compute = MOE.moe_time_parts(
         **shape, peak_flops_per_s=peak, memory_bandwidth_bytes_per_s=r.bandwidth, **params)
     if not per_expert:

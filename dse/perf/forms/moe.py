@@ -123,11 +123,15 @@ def tile_tokens(num_tokens, topk, local_experts) -> np.ndarray:
     return np.clip(2.0 ** np.ceil(np.log2(per_expert) - 1e-9), *TILE_TOKENS)
 
 
-def tiled_peak(peak_flops_per_s, tile, tokens_per_expert):
-    """The peak a tiled kernel's fit is stated against: a touched expert of x tokens computes
-    max(tile, x + tile/2) rows (one tile, beyond it half a tile of padding on average; continuous, so a
-    least-squares fit can step), folded into the peak the form divides by, peak * (x + HALF_TOKENS) / rows."""
-    rows = np.maximum(tile, tokens_per_expert + tile / 2.0)
+def tiled_peak(peak_flops_per_s, tile, tokens_per_expert, spread=False):
+    """The peak a tiled kernel's fit is stated against: a touched expert of x tokens computes whole
+    tiles, folded into the peak the form divides by, peak * (x + HALF_TOKENS) / rows. Evenly spread
+    (balanced) routing gives every expert the same x, so rows = tile * ceil(x / tile) (the tile is x
+    to the next power of two up to its cap: one tile, unpadded at a power of two); random or skewed
+    routing scatters the experts' counts, max(tile, x + tile/2) rows (one tile, beyond it half a
+    tile of padding on average)."""
+    exact = tile * np.ceil(tokens_per_expert / tile - 1e-9)
+    rows = np.where(spread, np.maximum(exact, tile), np.maximum(tile, tokens_per_expert + tile / 2.0))
     return peak_flops_per_s * ((tokens_per_expert + HALF_TOKENS) / rows)
 
 
