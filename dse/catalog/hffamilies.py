@@ -31,8 +31,9 @@ def base(f: Fields, *, tied: bool, gated: bool = True) -> dict:
 
 
 def yarn_rope(f: Fields) -> float:
-    """1 where config.json scales the rotary embedding by YaRN (rope_scaling type 'yarn')."""
-    scaling = f.get("rope_scaling")
+    """1 where config.json scales the rotary embedding by YaRN (rope_scaling type 'yarn'; newer
+    transformers releases write it as rope_parameters)."""
+    scaling = f.get("rope_scaling") or f.get("rope_parameters")
     kind = scaling.get("rope_type", scaling.get("type")) if isinstance(scaling, dict) else None
     return float(kind == "yarn")
 

@@ -47,16 +47,18 @@ def attention_projection_ops(m, s: Shape, operand, decode: bool = False) -> list
 
 
 def rope_op(m, s: Shape, eager) -> Op:
-    """The rotary embedding of the local queries and keys in training, on every attention layer of a
-    model without learned position embeddings: one fused kernel (Transformer Engine's fused RoPE reads
-    and writes each 16-bit element, its backward the same over the gradients: constants
-    rope_fwd_bytes, rope_bwd_bytes), or, on the rows where `eager` (a YaRN RoPE the framework cannot
-    fuse: Megatron-Core's `_apply_rotary_pos_emb_bshd`), its eager ops (yarn_rope_fwd_bytes,
-    yarn_rope_bwd_bytes)."""
+    """The rotary embedding of the local queries and keys in training, on the attention layers of a
+    model without learned position embeddings (of a model with chunked attention, Llama 4's, only its
+    chunked layers: the global ones have no position encoding): one fused kernel (Transformer Engine's
+    fused RoPE reads and writes each 16-bit element, its backward the same over the gradients:
+    constants rope_fwd_bytes, rope_bwd_bytes), or, on the rows where `eager` (a YaRN RoPE the
+    framework cannot fuse: Megatron-Core's `_apply_rotary_pos_emb_bshd`), its eager ops
+    (yarn_rope_fwd_bytes, yarn_rope_bwd_bytes)."""
     elements = s.tokens * (m.q_dim + m.kv_dim) / s.tp
     forward = np.where(eager, K["yarn_rope_fwd_bytes"], K["rope_fwd_bytes"]).astype(np.float32)
     backward = np.where(eager, K["yarn_rope_bwd_bytes"], K["rope_bwd_bytes"]).astype(np.float32)
-    weight = (m.attention_fraction * ~m.learned_pos).astype(np.float32)
+    rotated = np.where(m.chunk_fraction > 0, m.chunk_fraction, 1.0)   # of the attention layers
+    weight = (m.attention_fraction * rotated * ~m.learned_pos).astype(np.float32)
     return Op("rope", "elementwise", "stream", elements, 1.0, 1.0, bytes=elements * forward, weight=weight,
               backward=backward / forward)
 
