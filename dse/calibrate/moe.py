@@ -328,8 +328,9 @@ def _fits(gpu, blocks, dtypes, layers, routing, family=FAMILY, source="") -> lis
         elif any(b.skewed and b.dtype == dtype for b in held):
             kinds.append("layer parameters fitted on these and its power-law rows (routing skew held)")
         if any(b.tile is not None for b in own):
-            kinds.append("TRTLLM-Gen kernel: a touched expert computes max(tile, x + tile/2) rows, tile = T*k/E_l to "
-                         "the next power of two (8-256), the padding folded into the peak")
+            kinds.append("TRTLLM-Gen kernel: a touched expert computes whole tiles of x tokens (ceil(x / tile) under "
+                         "balanced routing, max(tile, x + tile/2) rows under skew), tile = T*k/E_l to the next power of "
+                         "two (8-256), the padding folded into the peak")
         fits.append(Fit(family, gpu, DTYPES[dtype], params, measured, predicted,
                         _basis("; ".join(kinds), len(measured), total, source)))
     if held:
