@@ -436,6 +436,30 @@ def test_the_slowest_stage_is_between_the_ideal_split_and_the_naive_one(layers, 
     assert n == int(n) or layers % pp == 0
 
 
+@settings(max_examples=200, deadline=None)
+@given(layers=st.integers(1, 128), pp=st.sampled_from([1, 2, 3, 4, 5, 8, 16]), vp=st.sampled_from([1, 2, 3, 4]),
+       head=st.floats(0.0, 6.0))
+def test_the_most_loaded_stage_holds_at_least_the_slowest_stages_layers(layers, pp, vp, head):
+    from dse.perf.pipeline import layout_infeasible, stage_layout
+    if vp > 1 and pp == 1 or layout_infeasible(layers, pp, vp):
+        return
+    slowest, _, most = stage_layout(float(layers), float(pp), float(vp), 1.0, head)
+    assert slowest <= most <= layers
+    assert most >= layers / pp - 1e-9           # some stage holds at least the mean share
+
+
+def test_a_host_bound_step_does_not_depend_on_the_gpu():
+    # MiniMax-M2.5 (62 layers, 256 experts) on pp 8 without expert parallelism: every GPU launches
+    # all 256 experts' GEMMs eagerly, so the host paces the step on any GPU; the host-slowest stage
+    # is the one with the most layers, whichever stage the GPUs find slowest (the last, with the head,
+    # on one part and a full middle stage on the other)
+    job = dict(model="minimax-m2.5", gpus=256, tp=8, pp=8, global_batch=1024, micro_batch=2,
+               framework="megatron-bridge", precision="bf16")
+    out = dse.evaluate_training(pd.DataFrame([{**job, "system": s} for s in ("h100-sxm", "h200", "b200")]))
+    assert (out["host_wait_s"] > 0).all()
+    assert out["step_time_s"].max() / out["step_time_s"].min() < 1.001
+
+
 def test_uneven_layer_counts_are_feasible_and_the_head_no_longer_stacks_on_a_full_stage():
     job = dict(model="qwen3-235b-a22b", system="gb200", gpus=256, tp=1, pp=8, ep=32, global_batch=2048,
                precision="bf16", recompute="full")

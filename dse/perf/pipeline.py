@@ -52,11 +52,18 @@ def layout_infeasible(layers, pp, vp):
 def slowest_stage(layers, pp, vp, per_layer_s, tail_s):
     """(decoder layers on the slowest pipeline stage, 1.0 where that stage also runs the tail else
     0.0) for per-layer micro-batch time `per_layer_s` and output head (+ MTP) time `tail_s`."""
+    slowest, on_last, _ = stage_layout(layers, pp, vp, per_layer_s, tail_s)
+    return slowest, on_last
+
+
+def stage_layout(layers, pp, vp, per_layer_s, tail_s):
+    """slowest_stage's two values and the most decoder layers any stage holds (the stage whose host
+    launches take longest: the host's time goes by kernels, the head's few aside, not by GPU time)."""
     chunks = pp * vp
     even = (np.floor(layers / chunks) * chunks == layers) | (pp <= 1)
     share = layers / pp
     if np.all(even):
-        return share, np.ones_like(share)
+        return share, np.ones_like(share), share
     flag = np.result_type(share)   # the tail indicator in the layers' float type, whichever branch
     slots = np.floor((layers + 2) / chunks) * chunks == layers + 2
     # slots: first stage embedding + vp*n - 1 layers, middle ones vp*n, last vp*n - 1 and the head
@@ -66,11 +73,11 @@ def slowest_stage(layers, pp, vp, per_layer_s, tail_s):
     slot_layers = np.where(slot_tail, n - 1, middle)
     if np.all(even | slots):
         return (np.where(even, share, slot_layers).astype(flag),
-                np.where(even, 1.0, slot_tail).astype(flag))
+                np.where(even, 1.0, slot_tail).astype(flag), np.where(even, share, middle).astype(flag))
     # balanced: k layers share the last stage with the tail, the others ceil((layers - k)/(pp - 1))
     others = np.maximum(pp - 1, 1)
     k0 = np.floor((layers - others * tail_s / np.maximum(per_layer_s, 1e-30)) / pp)
-    best_t, best_layers, best_tail = np.inf, layers, 1.0
+    best_t, best_layers, best_tail, best_most = np.inf, layers, 1.0, layers
     for dk in (-1, 0, 1, 2):
         k = np.clip(k0 + dk, 0, layers)
         rest = np.ceil((layers - k) / others - 1e-9)
@@ -79,10 +86,12 @@ def slowest_stage(layers, pp, vp, per_layer_s, tail_s):
         better = t < best_t
         best_layers = np.where(better, np.where(last_t >= rest_t, k, rest), best_layers)
         best_tail = np.where(better, last_t >= rest_t, best_tail)
+        best_most = np.where(better, np.maximum(k, rest), best_most)
         best_t = np.minimum(t, best_t)
     layers_out = np.where(even, share, np.where(slots, slot_layers, best_layers))
     tail_out = np.where(even, 1.0, np.where(slots, slot_tail, best_tail))
-    return layers_out.astype(flag), tail_out.astype(flag)
+    most_out = np.where(even, share, np.where(slots, middle, best_most))
+    return layers_out.astype(flag), tail_out.astype(flag), most_out.astype(flag)
 
 
 def state_copies(schedule):

@@ -328,7 +328,7 @@ def training_columns(w: dict) -> dict:
     per_layer = (layer.fwd + layer.bwd + recompute_layer + tp_fwd + tp_bwd + cp_fwd + cp_bwd
                  + np.where(full, tp_fwd + cp_fwd, 0.0) + stage_ep_layer)
     tail = layer.head + w["mtp_layers"] * (layer.fwd + layer.bwd + layer.head)
-    layers_per_stage, on_last = P.slowest_stage(m.layers, pp, vp, per_layer, tail)
+    layers_per_stage, on_last, most_layers = P.stage_layout(m.layers, pp, vp, per_layer, tail)
     stage_compute = layers_per_stage * (layer.fwd + layer.bwd) + on_last * tail
     stage_recompute = layers_per_stage * recompute_layer
     stage_tp = layers_per_stage * (tp_fwd + tp_bwd + np.where(full, tp_fwd, 0.0))
@@ -358,7 +358,8 @@ def training_columns(w: dict) -> dict:
     gpu_step = microbatches * t_mb + bubble + pp_comm + dp_s + optimizer_s + offload
     # The host launches every kernel: where that takes longer than the GPUs run them (small
     # micro-batches of fine-grained MoE layers, eager), the host paces every micro-batch and bubble.
-    host_mb = layers_per_stage * host_time(m, w, ep) + vp * host_chunk_time(m, w)
+    # Its slowest stage is the one with the most layers, whichever stage the GPUs find slowest.
+    host_mb = most_layers * host_time(m, w, ep) + vp * host_chunk_time(m, w)
     host_step = (microbatches + (pp - 1) / vp) * host_mb + optimizer_s
     step = np.maximum(gpu_step, host_step)
 
