@@ -436,3 +436,25 @@ def test_pipeline_outermost_packs_the_data_parallel_group():
     # stage is 32 contiguous GPUs, so a DP group fills 4 whole nodes and the stages sit 32 apart.
     p = Placement(f([8]), f([1]), f([1]), f([1]), f([2]), f([32]), pp_outermost=True)
     assert p.dense_dp_in[0] == 8 and p.pp_stride[0] == 32
+
+
+def test_traffic_between_domains_does_not_pay_the_scale_up_links_small_group_copy():
+    # a rank's own chunk moves on the scale-up path beside the NIC transfer: a large local-copy
+    # fraction fitted on NVLink (NCCL's Blackwell all-to-all sends to itself: about 0.85-1) shrinks
+    # by the link ratio on the NIC, so two domains exchange at the NIC's rate whatever that fit
+    n, g = f([2]), f([1])
+    nic = (n[0] - 1) / n[0] * M / BETA_OUT
+    for copy in (0.0, 1.0):
+        t = net(domain=8, copy=copy).all_to_all_s(n, g, M)[0] - ALPHA_OUT
+        assert nic <= t <= nic * (1 + BETA_OUT / BETA_UP) * (1 + 1e-12)
+    # inside the domain the same fraction still costs its share: 2 ranks move (1 + c)/2 of M
+    inside = net(domain=8, copy=1.0).all_to_all_s(n, f([2]), M)[0] - ALPHA_UP
+    assert inside == pytest.approx(M / BETA_UP, rel=1e-12)
+
+
+def test_a_nic_bound_exchange_is_the_same_on_gpus_of_one_nic():
+    # H200 and B200 both reach the other node through one 400 Gb/s NIC per GPU: an expert
+    # all-to-all between two nodes takes the same time within the two parts' fitted shapes
+    from tests.test_serving_kernels import hardware
+    times = [Network(hardware(s)).all_to_all_s(f([2]), f([1]), 5e9)[0] for s in ("h200", "b200")]
+    assert max(times) / min(times) < 1.05

@@ -193,7 +193,8 @@ class Network:
     bandwidth is the link bandwidth times the op's large-message fraction times the shape of NCCL's
     bus efficiency (dse.perf.forms.collective: small messages and small groups do not fill the
     links). Across scale-up domains the same shape applies on the scale-out network, its efficiency
-    `scaleout_efficiency` and its half-saturation size scaled by bandwidth (a time carries over).
+    `scaleout_efficiency` and its half-saturation size and local-copy fraction scaled by the
+    bandwidth ratio (a time carries over; the own chunk never crosses the NIC).
     Every call of a group of more than one rank pays the op's fixed floor (launch, synchronisation),
     plus `overhead_s` where given and not NaN (a serving engine's own per-collective overhead)."""
 
@@ -223,8 +224,11 @@ class Network:
 
     def out(self, op, n, message_bytes):
         """Achieved scale-out bandwidth per GPU of collective `op` over n ranks on `message_bytes`."""
-        half = self.half[op] * self.out_link / self.up_link
-        shape = bus_efficiency(n, np.maximum(message_bytes, 1.0), 1.0, half, self.copy[op])
+        # Both fitted sizes scale by the bandwidth ratio: the per-chunk overhead is a time, and each
+        # rank's own chunk is copied on the scale-up path (NVLink loopback or HBM) alongside the NIC
+        # transfer, so in NIC-chunk units it costs local_copy_fraction x B_out / B_up.
+        ratio = self.out_link / self.up_link
+        shape = bus_efficiency(n, np.maximum(message_bytes, 1.0), 1.0, self.half[op] * ratio, self.copy[op] * ratio)
         return self.out_link * self.out_eff * shape
 
     # -- collectives over a group of n ranks, g of them inside one scale-up domain ---------

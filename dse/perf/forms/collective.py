@@ -36,7 +36,9 @@ How each parameter carries over (to another network, or an accelerator derived f
                      per-chunk overhead times the bandwidth, so the TIME half_bytes/(B*efficiency_max)
                      carries over: on a link of bandwidth B' use half_bytes * B'/B.
   local_copy_fraction  property of the collective implementation (copy engine), not the link:
-                     carries over unchanged.
+                     carries over unchanged to another scale-up fabric. Across a scale-out network
+                     the own chunk still moves on the scale-up path, beside the NIC transfer: in
+                     units of the slower link it shrinks by B_out/B_up (dse.perf.collectives).
   The curve shape (exponent 1/2, local_copy_fraction) is what carries across networks; floor and
   step latency are the scale-up fabric's.
 
