@@ -408,28 +408,37 @@ def test_dualpipe_needs_even_stages_and_micro_batches():
 # ---- pipeline layouts -------------------------------------------------------------------------
 
 def test_layouts_follow_megatron_core():
-    from dse.perf.pipeline import slowest_stage
+    from dse.perf.pipeline import stage_layout
     layer, head = 1.0, 2.5
     # even: Llama-3 70B, 80 layers on pp 4: 20 a stage, the head on the last
-    assert slowest_stage(80.0, 4.0, 1.0, layer, head) == (20.0, 1.0)
+    assert stage_layout(80.0, 4.0, 1.0, layer, head)[:2] == (20.0, 1.0)
     # slots (account_for_embedding/loss): Llama 3.1 405B, 126 layers + 2 on pp 8 x vp 4: 16 slots a
     # stage; the middle stages' 16 layers pace the step unless the last stage's 15 + head is slower
-    assert slowest_stage(126.0, 8.0, 4.0, layer, 0.5) == (16.0, 0.0)
-    assert slowest_stage(126.0, 8.0, 4.0, layer, head) == (15.0, 1.0)
+    assert stage_layout(126.0, 8.0, 4.0, layer, 0.5)[:2] == (16.0, 0.0)
+    assert stage_layout(126.0, 8.0, 4.0, layer, head)[:2] == (15.0, 1.0)
     # balanced layout: DeepSeek-V3's recipe on pp 16 holds 4 layers a stage and 1 layer, the MTP
     # module and the loss on the last (a tail of about 3.6 layers' time)
-    layers, tail = slowest_stage(61.0, 16.0, 1.0, layer, 3.6)
+    layers, tail = stage_layout(61.0, 16.0, 1.0, layer, 3.6)[:2]
     assert (layers, tail) == (1.0, 1.0) and layers * layer + tail * 3.6 < 5.0
 
 
+# layer counts, pipeline depths, virtual stages and head costs (in layers) the layout tests draw
+LAYOUTS = given(layers=st.integers(1, 128), pp=st.sampled_from([1, 2, 3, 4, 5, 8, 16]),
+                vp=st.sampled_from([1, 2, 3, 4]), head=st.floats(0.0, 6.0))
+
+
+def _schedulable(layers, pp, vp):
+    from dse.perf.pipeline import layout_infeasible
+    return not (vp > 1 and pp == 1 or layout_infeasible(layers, pp, vp))
+
+
 @settings(max_examples=200, deadline=None)
-@given(layers=st.integers(1, 128), pp=st.sampled_from([1, 2, 3, 4, 5, 8, 16]), vp=st.sampled_from([1, 2, 3, 4]),
-       head=st.floats(0.0, 6.0))
+@LAYOUTS
 def test_the_slowest_stage_is_between_the_ideal_split_and_the_naive_one(layers, pp, vp, head):
-    from dse.perf.pipeline import layout_infeasible, slowest_stage
-    if vp > 1 and pp == 1 or layout_infeasible(layers, pp, vp):
+    from dse.perf.pipeline import stage_layout
+    if not _schedulable(layers, pp, vp):
         return
-    n, on_last = slowest_stage(float(layers), float(pp), float(vp), 1.0, head)
+    n, on_last, _ = stage_layout(float(layers), float(pp), float(vp), 1.0, head)
     t = n + on_last * head
     assert t >= (layers + head) / pp - 1e-9                       # no layout beats a perfect balance
     assert t <= np.ceil(layers / pp) + head + 1e-9               # nor loses to whole layers + head on one stage
@@ -437,11 +446,10 @@ def test_the_slowest_stage_is_between_the_ideal_split_and_the_naive_one(layers, 
 
 
 @settings(max_examples=200, deadline=None)
-@given(layers=st.integers(1, 128), pp=st.sampled_from([1, 2, 3, 4, 5, 8, 16]), vp=st.sampled_from([1, 2, 3, 4]),
-       head=st.floats(0.0, 6.0))
+@LAYOUTS
 def test_the_most_loaded_stage_holds_at_least_the_slowest_stages_layers(layers, pp, vp, head):
-    from dse.perf.pipeline import layout_infeasible, stage_layout
-    if vp > 1 and pp == 1 or layout_infeasible(layers, pp, vp):
+    from dse.perf.pipeline import stage_layout
+    if not _schedulable(layers, pp, vp):
         return
     slowest, _, most = stage_layout(float(layers), float(pp), float(vp), 1.0, head)
     assert slowest <= most <= layers

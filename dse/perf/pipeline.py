@@ -13,7 +13,7 @@
             states) and pp + 1 micro-batches of activations in flight; pp and the micro-batch count
             must be even, with no interleaving.
 
-Layouts (`slowest_stage`): how the decoder layers and the output head (with any multi-token-
+Layouts (`stage_layout`): how the decoder layers and the output head (with any multi-token-
 prediction modules) spread over the pp x vp model chunks, as Megatron-Core lays them out:
   even      pp x vp divides the layers: an equal share per stage, the head on the last stage.
   slots     pp x vp divides layers + 2: the embedding and the loss each count as a layer slot
@@ -49,16 +49,11 @@ def layout_infeasible(layers, pp, vp):
     return pp * vp > layers + 2
 
 
-def slowest_stage(layers, pp, vp, per_layer_s, tail_s):
-    """(decoder layers on the slowest pipeline stage, 1.0 where that stage also runs the tail else
-    0.0) for per-layer micro-batch time `per_layer_s` and output head (+ MTP) time `tail_s`."""
-    slowest, on_last, _ = stage_layout(layers, pp, vp, per_layer_s, tail_s)
-    return slowest, on_last
-
-
 def stage_layout(layers, pp, vp, per_layer_s, tail_s):
-    """slowest_stage's two values and the most decoder layers any stage holds (the stage whose host
-    launches take longest: the host's time goes by kernels, the head's few aside, not by GPU time)."""
+    """(decoder layers on the slowest pipeline stage, 1.0 where that stage also runs the tail else
+    0.0, the most decoder layers any stage holds) for per-layer micro-batch time `per_layer_s` and
+    output head (+ MTP) time `tail_s`. The most-loaded stage is the one whose host launches take
+    longest: the host's time goes by kernels (the head's few aside), not by GPU time."""
     chunks = pp * vp
     even = (np.floor(layers / chunks) * chunks == layers) | (pp <= 1)
     share = layers / pp

@@ -322,7 +322,7 @@ def training_columns(w: dict) -> dict:
     full = w["recompute"] == 2
     chosen = RE.selected(w["recompute"], w["recompute_modules"])   # selective recompute's module bits
     recompute_layer = RE.layer_recompute_s(w, chosen, layer, tp_fwd)
-    # the slowest stage under Megatron-Core's layout (dse.perf.pipeline.slowest_stage); the output
+    # the slowest stage under Megatron-Core's layout (dse.perf.pipeline.stage_layout); the output
     # head and the multi-token-prediction modules (a layer and an output head each) sit on the last
     stage_ep_layer = ep_exposed(w, layer, ep_fwd, full | RE.modules_on(chosen, RE.MOE))   # moe re-runs the exchange
     per_layer = (layer.fwd + layer.bwd + recompute_layer + tp_fwd + tp_bwd + cp_fwd + cp_bwd
