@@ -3,7 +3,8 @@ H100 (same die, more and faster HBM), B200 over H200 (more of everything), GB200
 rack), B300 over B200 and GB300 over GB200 (same BF16/FP8 peak, more memory). A model whose fitted
 per-GPU parameters or stage layouts leak into places they do not belong breaks this: the two
 bugs it found were a host-bound step counted on the GPU-slowest stage (which flips between parts)
-and NVLink's small-group copy cost charged on NIC traffic (which differs between generations)."""
+and NVLink's small-group copy cost charged on NIC traffic (which differs between generations).
+The same holds one hardware column at a time (peaks, HBM bandwidth, link bandwidths and latencies)."""
 from __future__ import annotations
 
 import itertools
@@ -47,3 +48,57 @@ def test_serving_throughput_is_never_lower_on_the_better_part(better, worse):
                    worse, better)
     assert len(ratio) > 20
     assert ratio.max() <= 1.05, ratio.sort_values().tail(3)
+
+
+# One hardware column made better at a time, everything else the catalog part's own: the same
+# job is never slower. The catalog holds fitted values (the scale-up latency is NCCL's fitted
+# alpha, not the datasheet's), so each column is scaled from the resolved catalog value.
+BETTER_COLUMNS = [("peak_bf16_flops_per_s", 1.3), ("peak_fp8_flops_per_s", 1.3), ("memory_bandwidth_bytes_per_s", 1.3),
+                  ("scaleup_bandwidth_bytes_per_s", 1.3), ("scaleout_bandwidth_bytes_per_s", 1.5),
+                  ("scaleup_latency_s", 0.5), ("scaleout_latency_s", 0.5)]
+ONE_COLUMN_SYSTEMS = ["h100-sxm", "b200", "gb200"]
+
+
+def _with_better(frame: pd.DataFrame, column: str, factor: float) -> pd.DataFrame:
+    from dse import catalog
+    parts = catalog.systems()
+    better = frame.copy()
+    better[column] = [float(parts.loc[s, column]) * factor for s in frame["system"]]
+    return better
+
+
+def _both_fit(before: pd.DataFrame, after: pd.DataFrame):
+    ok = before["fits"].to_numpy() & after["fits"].to_numpy()
+    assert ok.sum() > 50
+    return ok
+
+
+@pytest.mark.parametrize("column,factor", BETTER_COLUMNS)
+def test_training_step_is_never_longer_with_one_better_hardware_column(column, factor):
+    mappings = [(64, 8, 2, 1), (64, 4, 4, 4), (128, 1, 8, 16), (64, 1, 1, 8)]
+    rows = [dict(model=m, system=s, precision=p, framework=fw, gpus=g, tp=tp, pp=pp, ep=ep, micro_batch=mb,
+                 global_batch=1024, seq_len=4096, recompute="selective")
+            for m, s, p, fw, (g, tp, pp, ep), mb in itertools.product(
+                MODELS, ONE_COLUMN_SYSTEMS, ("bf16", "fp8"), ("megatron-core", "megatron-bridge"), mappings, (1, 2))]
+    frame = pd.DataFrame(rows)
+    before, after = dse.evaluate_training(frame), dse.evaluate_training(_with_better(frame, column, factor))
+    ok = _both_fit(before, after)
+    ratio = after["step_time_s"].to_numpy()[ok] / before["step_time_s"].to_numpy()[ok]
+    assert ratio.max() <= 1.002, frame[ok][ratio > 1.002].head(3)
+    assert ratio.min() < 0.999   # the column matters somewhere in the grid
+
+
+@pytest.mark.parametrize("column,factor", BETTER_COLUMNS)
+def test_serving_is_never_slower_with_one_better_hardware_column(column, factor):
+    mappings = [(8, 8, 1), (8, 8, 8), (16, 8, 16), (4, 4, 1)]
+    rows = [dict(model=m, system=s, precision=p, framework=fw, gpus=g, tp=tp, ep=ep, concurrency=c, isl=isl, osl=osl)
+            for m, s, p, fw, (g, tp, ep), c, (isl, osl) in itertools.product(
+                MODELS, ONE_COLUMN_SYSTEMS, ("bf16", "fp8"), ("vllm", "tensorrt-llm", "sglang"), mappings, (8, 128),
+                ((1024, 1024), (8192, 512)))]
+    frame = pd.DataFrame(rows)
+    before, after = dse.evaluate_serving(frame), dse.evaluate_serving(_with_better(frame, column, factor))
+    ok = _both_fit(before, after)
+    for metric, worst in (("output_tokens_per_s", lambda r: r.min() >= 0.998), ("tpot_s", lambda r: r.max() <= 1.002),
+                          ("ttft_s", lambda r: r.max() <= 1.002)):
+        ratio = after[metric].to_numpy()[ok] / before[metric].to_numpy()[ok]
+        assert worst(ratio), (metric, frame[ok].assign(ratio=ratio).sort_values("ratio").iloc[[0, -1]])
