@@ -36,6 +36,7 @@ CASES = [
     (["list", "gpus"], "list"), (["report", "nonsense"], "report"),
     (["roofline", "llama2-7b", "--systems", "h100-sxm", "--batch", "0"], "batch"),
     (["roofline", "llama2-7b", "--systems", "h100-sxm", "--phases", "warmup"], "phases"),
+    (["validate", "--suite", "inference", "--where", "no-such-run"], "--where"),
 ]
 
 

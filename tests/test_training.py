@@ -506,3 +506,27 @@ def test_validate_compares_a_run_dse_holds_infeasible_and_counts_it_apart(capsys
     assert main(["validate", "--suite", "training"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("DS001"))
     assert line.split()[-1] == "no"
+
+
+def test_cli_validate_where_keeps_the_matching_rows_and_their_means(capsys):
+    import json
+    from dse.cli import main
+    assert main(["validate", "--json", "--suite", "training", "--where", "mixtral", "--where", "H100"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    rows = payload["rows"]
+    assert rows and all("mixtral" in (r["model"] + r["source"]).lower() and "h100" in
+                        " ".join(str(r[k]) for k in ("id", "source", "model", "system")).lower() for r in rows)
+    every = {r["id"] for r in json.loads(_dse("validate", "--json", "--suite", "training").stdout)["rows"]}
+    assert {r["id"] for r in rows} < every
+    total = next(s for s in payload["summary"] if s["source"] == "ALL training")
+    compared = [r for r in rows if r["skipped"] == ""]
+    assert total["rows"] == len(compared)
+    assert abs(total["mape_pct"] - np.mean([abs(r["error_pct"]) for r in compared])) < 1e-9
+
+
+def test_cli_validate_where_matches_whole_words(capsys):
+    import json
+    from dse.cli import main
+    assert main(["validate", "--json", "--suite", "training", "--where", "b200"]) == 0
+    systems = {r["system"] for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert "b200" in systems and "gb200" not in systems     # 'b200' is not a word of 'GB200'

@@ -2,16 +2,45 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import numpy as np
 import pandas as pd
 
+from dse.errors import ConfigError
 from dse.validate import SUITES, collect, summary
+
+MATCHED = ("id", "source", "model", "system")
+
+
+def _words(text: str) -> list:
+    return [w for w in re.split(r"[^0-9a-z]+", str(text).lower()) if w]
+
+
+def _has(fields: list, query: list) -> bool:
+    """`query` occurs as consecutive whole words of one field ('b200' is not in 'GB200')."""
+    k = len(query)
+    return any(words[i:i + k] == query for words in fields for i in range(len(words) - k + 1))
+
+
+def matching(results: pd.DataFrame, phrases) -> pd.DataFrame:
+    """The rows whose id, source, model or system holds every phrase as whole words (case-insensitive):
+    the runs closest to a user's own question (`--where qwen3 --where b200`)."""
+    keep = np.ones(len(results), dtype=bool)
+    fields = [[_words(v) for v in row] for row in results[list(MATCHED)].itertuples(index=False)]
+    for phrase in phrases or ():
+        query = _words(phrase)
+        keep &= np.array([bool(query) and _has(f, query) for f in fields], dtype=bool)
+    if not keep.any():
+        raise ConfigError(f"--where: no validation row has {' and '.join(map(repr, phrases))} in its id, source, model "
+                          "or system; try a model family (llama, qwen3, deepseek), a GPU (h100, b200) or a source "
+                          "(megatron-bridge, aiconfigurator)")
+    return results[keep].reset_index(drop=True)
 
 
 def run(args) -> int:
-    results = collect(args.suite or None)
+    results = matching(collect(args.suite or None), args.where)
     table = summary(results)
     if args.json:
         payload = {"rows": json.loads(results.to_json(orient="records")),
@@ -39,4 +68,8 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print rows and summary as one JSON object instead of text")
     p.add_argument("--suite", action="append", choices=sorted(SUITES), help=f"only this suite; repeat for several; one of {', '.join(sorted(SUITES))} "
                         "(default: every suite)")
+    p.add_argument("--where", action="append", metavar="TEXT",
+                   help="only rows whose id, source, model or system holds TEXT as whole words (case-insensitive: "
+                        "'b200' is not 'GB200'); repeat to require several; the per-source means then cover those "
+                        "rows (default: every row)")
     p.set_defaults(func=run)
