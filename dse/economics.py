@@ -6,7 +6,9 @@
     system_capex_usd      gpus x (accelerator + host_cost_per_gpu_usd
                                   + network_cost_usd_per_gbit_s x scale-out Gb/s per GPU)
     energy_j              per step, at the facility: gpus x (tdp_w x power_utilization
-                                  + host_power_per_gpu_w) x pue x step_time_s
+                                  + host_power_per_gpu_w) x pue x step_time_s; the step is a
+                          training step, an inference batch, or one second of serving (so a
+                          serving pool's energy_j is its facility power in watts)
     cost per step         system_capex_usd x step_time_s / (lifetime_years x 365.25 days)
                           + energy_j / 3.6e6 x electricity_usd_per_kwh
     cost_per_million_tokens_usd  cost per step / tokens_per_step x 1e6

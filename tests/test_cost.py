@@ -265,3 +265,19 @@ def test_inference_results_carry_cost_columns_for_catalog_and_derived_hardware()
         assert np.isfinite(out[col]).all() and (out[col] > 0).all(), col
     # cost per run = cost per token x tokens served
     np.testing.assert_allclose(out["cost_per_run_usd"], out["cost_per_million_tokens_usd"] * 1e3, rtol=1e-9)
+
+
+def test_serving_energy_is_the_pools_facility_power_and_prices_its_tokens():
+    # serving has no step: its energy_j is one second of the pool (J/s = W), and a million output
+    # tokens cost what the pool's capex share and energy cost over the seconds they take
+    from dse import catalog
+    frame = pd.DataFrame(dict(model="llama3.1-70b", system=["h100-sxm", "b200"], precision="fp8", framework="vllm",
+                              gpus=8, tp=8, concurrency=64, isl=1024, osl=1024))
+    out = dse.evaluate_serving(frame)
+    a = catalog.assumptions()
+    tdp = catalog.systems().loc[["h100-sxm", "b200"], "tdp_w"].to_numpy()
+    power = out["serving_gpus"] * (tdp * a["power_utilization"] + a["host_power_per_gpu_w"]) * a["pue"]
+    np.testing.assert_allclose(out["energy_j"], power, rtol=1e-6)
+    per_second = (out["system_capex_usd"] / (a["lifetime_years"] * 365.25 * 86400)
+                  + out["energy_j"] / 3.6e6 * a["electricity_usd_per_kwh"])
+    np.testing.assert_allclose(out["cost_per_million_tokens_usd"], per_second / out["output_tokens_per_s"] * 1e6, rtol=1e-6)
