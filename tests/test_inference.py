@@ -213,3 +213,15 @@ def test_inference_validation_suite():
     assert table.loc["NeMo Llama-2 latency", "mape_pct"] <= 8.0
     assert table.loc["NeMo Llama-2 latency", "max_abs_pct"] <= 20.0
     assert table.loc["TensorRT-LLM fixed-batch throughput", "mape_pct"] <= 15.0
+
+
+def test_a_format_the_tensor_cores_lack_serves_weight_only():
+    # FP8 on an A100: infeasible to train, but inference streams FP8 weights and multiplies at the
+    # BF16 peak (Marlin-style weight-only): decode reads fewer bytes, prefill computes no faster
+    base = dict(model="llama3.1-8b", system="a100-80gb", gpus=1, tp=1, batch=1, isl=4096, osl=128)
+    out = dse.evaluate_inference(pd.DataFrame([dict(base, precision="bf16"), dict(base, precision="fp8")]))
+    assert out["fits"].all()
+    assert out["decode_memory_s"][1] < 0.8 * out["decode_memory_s"][0]
+    assert out["prefill_compute_s"][1] == pytest.approx(out["prefill_compute_s"][0], rel=0.01)
+    train = dict(model="llama3.1-8b", system="a100-80gb", gpus=64, tp=8, pp=1, global_batch=64, precision="fp8")
+    assert dse.evaluate_training(pd.DataFrame([train]))["infeasible_reason"][0].startswith("the GPU's tensor cores")
