@@ -524,6 +524,15 @@ def test_cli_validate_where_keeps_the_matching_rows_and_their_means(capsys):
     assert abs(total["mape_pct"] - np.mean([abs(r["error_pct"]) for r in compared])) < 1e-9
 
 
+def test_cli_validate_where_on_skipped_rows_only_says_so(capsys):
+    from dse.cli import main
+    from dse.validate import training_results
+    skipped = training_results().query("skipped != ''")["id"].iloc[0]
+    assert main(["validate", "--suite", "training", "--where", skipped]) == 0
+    out = capsys.readouterr().out
+    assert skipped in out and "every row shown is skipped" in out
+
+
 def test_cli_validate_where_matches_whole_words(capsys):
     import json
     from dse.cli import main

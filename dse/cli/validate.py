@@ -59,7 +59,7 @@ def run(args) -> int:
                      "error_pct", "fits", "skipped"]].to_string(index=False))
         print()
         print("Mean absolute percentage error per source (not_fit: measured runs dse holds infeasible):")
-        print(table.round(2).to_string())
+        print(table.round(2).to_string() if len(table) else "(none: every row shown is skipped, see its reason)")
     return 0
 
 
