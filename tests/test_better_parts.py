@@ -63,7 +63,7 @@ def _with_better(frame: pd.DataFrame, column: str, factor: float) -> pd.DataFram
     from dse import catalog
     parts = catalog.systems()
     better = frame.copy()
-    better[column] = [float(parts.loc[s, column]) * factor for s in frame["system"]]
+    better[column] = parts.loc[frame["system"], column].to_numpy(dtype=float) * factor
     return better
 
 

@@ -14,24 +14,23 @@ from dse.validate import SUITES, collect, summary
 MATCHED = ("id", "source", "model", "system")
 
 
-def _words(text: str) -> list:
-    return [w for w in re.split(r"[^0-9a-z]+", str(text).lower()) if w]
-
-
-def _has(fields: list, query: list) -> bool:
-    """`query` occurs as consecutive whole words of one field ('b200' is not in 'GB200')."""
-    k = len(query)
-    return any(words[i:i + k] == query for words in fields for i in range(len(words) - k + 1))
+def _phrase_pattern(phrase: str) -> str:
+    """A regex matching `phrase`'s words as consecutive whole words ('b200' is not in 'GB200');
+    never matches where the phrase has no word."""
+    words = re.findall(r"[0-9a-z]+", str(phrase).lower())
+    if not words:
+        return r"(?!)"
+    return r"(?<![0-9a-z])" + r"[^0-9a-z]+".join(map(re.escape, words)) + r"(?![0-9a-z])"
 
 
 def matching(results: pd.DataFrame, phrases) -> pd.DataFrame:
     """The rows whose id, source, model or system holds every phrase as whole words (case-insensitive):
     the runs closest to a user's own question (`--where qwen3 --where b200`)."""
     keep = np.ones(len(results), dtype=bool)
-    fields = [[_words(v) for v in row] for row in results[list(MATCHED)].itertuples(index=False)]
     for phrase in phrases or ():
-        query = _words(phrase)
-        keep &= np.array([bool(query) and _has(f, query) for f in fields], dtype=bool)
+        pattern = _phrase_pattern(phrase)
+        keep &= np.logical_or.reduce([results[c].astype(str).str.contains(pattern, case=False, regex=True).to_numpy()
+                                      for c in MATCHED])
     if not keep.any():
         raise ConfigError(f"--where: no validation row has {' and '.join(map(repr, phrases))} in its id, source, model "
                           "or system; try a model family (llama, qwen3, deepseek), a GPU (h100, b200) or a source "
