@@ -35,6 +35,10 @@ class Model:
         self.experts, self.top_k = f("experts"), f("top_k")
         self.shared_experts, self.moe_ffn = f("shared_experts"), f("moe_ffn_hidden")
         self.routed_groups, self.group_top_k = f("routed_groups"), f("group_top_k")   # node-limited routing
+        # LatentMoE: the width a routed token has from its projection down to its projection back
+        # (dispatch, permutation, the experts' input and output); the hidden size otherwise
+        self.latent = f("moe_latent_dim")
+        self.expert_width = np.where(self.latent > 0, self.latent, self.hidden)
         interval = np.maximum(f("moe_layer_interval"), 1)
         dense_lead = f("dense_layers")
         self.is_moe = self.experts > 0
@@ -108,13 +112,14 @@ class Model:
     @cached_property
     def one_expert_params(self):
         """One routed expert's matrices, and their biases where it has them (GPT-OSS)."""
-        bias = self.expert_bias * ((self.mlp_mats - 1) * self.moe_ffn + self.hidden)
-        return self.mlp_mats * self.hidden * self.moe_ffn + bias
+        bias = self.expert_bias * ((self.mlp_mats - 1) * self.moe_ffn + self.expert_width)
+        return self.mlp_mats * self.expert_width * self.moe_ffn + bias
 
     @cached_property
     def moe_replicated_params(self):
-        """Shared experts and router of one MoE layer (not sharded over EP)."""
-        return self.shared_experts * self.mlp_mats * self.hidden * self.moe_ffn + self.hidden * self.experts
+        """Shared experts, router and LatentMoE's two projections of one MoE layer (not sharded over EP)."""
+        return (self.shared_experts * self.mlp_mats * self.hidden * self.moe_ffn + self.hidden * self.experts
+                + 2.0 * self.hidden * self.latent)
 
     @cached_property
     def embedding_params(self):

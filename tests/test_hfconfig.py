@@ -63,6 +63,14 @@ PUBLISHED = [
     ("qwen3-32b", 32.8e9, "total", "Qwen3-32B model card: 32.8B parameters"),
     ("qwen3-32b", 31.2e9, "non_embedding", "Qwen3-32B model card: 31.2B non-embedding"),
     ("minimax-m2.5", 230e9, "total", "MiniMax-M2 release (minimax.io/news/minimax-m2): 230B total parameters"),
+    # safetensors headers of nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16 (as a public model-sheet parser's
+    # tests tally them): 123,611,033,088 parameters, of which 2,942,324,736 are the multi-token-prediction
+    # block (not part of the model counted here) and 20,992 FP32 router correction biases; 107,898,470,400
+    # are the backbone's 490 inactive experts of each token
+    ("nemotron3-super-120b-a12b", 123_611_033_088 - 2_942_324_736 - 20_992, "total",
+     "Nemotron 3 Super checkpoint headers: 120,668,687,360 backbone parameters (LatentMoE experts on a 1024-wide latent)"),
+    ("nemotron3-super-120b-a12b", 123_611_012_096 - 2_942_324_736 - 107_898_470_400, "active",
+     "Nemotron 3 Super checkpoint headers: 12,770,216,960 parameters a token touches"),
 ]
 
 

@@ -339,3 +339,35 @@ def test_grok_rows_run_their_recipes_padded_capacity():
     np.testing.assert_allclose(steps[0], steps[1], rtol=1e-9)
     errors = training_results().set_index("id").loc[rows.index, "error_pct"]
     assert (errors.abs() < 3).all(), errors
+
+
+# ---- LatentMoE ------------------------------------------------
+
+def test_latent_moe_runs_the_routed_path_at_the_latent_width():
+    """Nemotron 3 Super's LatentMoE: a projection takes each token from the hidden size to the latent
+    before dispatch and back after combine. A latent as wide as the hidden state changes nothing but
+    adds those two GEMMs; a narrower one shrinks the exchange, the experts' GEMMs and their stored
+    activations in proportion, and adds 2 x hidden x latent replicated weights per MoE layer."""
+    hidden = 2048   # Qwen3-30B-A3B
+    rows = [dict(model="qwen3-30b-a3b", system="h100-sxm", framework="megatron-bridge", gpus=32, ep=32,
+                 micro_batch=1, global_batch=64, moe_latent_dim=latent) for latent in (0, hidden, hidden // 4)]
+    out = dse.evaluate_training(pd.DataFrame(rows))
+    plain, same, narrow = (out.iloc[i] for i in range(3))
+    assert same["ep_comm_s"] == pytest.approx(plain["ep_comm_s"], rel=1e-6)
+    assert same["compute_s"] > plain["compute_s"]          # the two projections
+    assert narrow["ep_comm_s"] < 0.4 * plain["ep_comm_s"]   # a quarter of the bytes, plus latency floors
+    assert narrow["compute_s"] < plain["compute_s"] and narrow["activations_bytes"] < plain["activations_bytes"]
+    from dse.workload import Model
+    cols = {k: np.array([v], dtype=float) for k, v in dict(
+        layers=48, hidden=hidden, heads=32, kv_heads=4, head_dim=128, ffn_hidden=6144, vocab=151936, seq_len=4096,
+        gated_mlp=1, dropout=0, tied_embeddings=0, learned_pos_emb=0, experts=128, top_k=8, shared_experts=0,
+        moe_ffn_hidden=768, moe_layer_interval=1, dense_layers=0, kv_cache_dim=0, attention_layer_fraction=1,
+        mlp_layer_fraction=1).items()}
+    cols.update({k: np.zeros(1) for k in dse.schema.MODEL_COLUMNS if k not in cols})
+    for k in ("mamba_head_dim", "mamba_state_dim", "mamba_groups", "mamba_conv_kernel", "mamba_chunk",
+              "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel", "linear_attention_chunk"):
+        cols[k] = np.ones(1)
+    full, latent = Model(cols), Model({**cols, "moe_latent_dim": np.array([512.0])})
+    assert latent.one_expert_params[0] == pytest.approx(full.one_expert_params[0] / 4)
+    assert latent.moe_replicated_params[0] - full.moe_replicated_params[0] == pytest.approx(2 * hidden * 512)
+

@@ -234,7 +234,8 @@ NEMOTRON_H_SYMBOLS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 def nemotron_h(f: Fields) -> dict:
     """Nemotron-H / Nemotron Nano 2 / Nemotron 3: `hybrid_override_pattern` gives one symbol per
     layer, M Mamba-2, * attention, - a squared-ReLU MLP, E a MoE of squared-ReLU experts; every layer
-    is one of them (its own norm and residual)."""
+    is one of them (its own norm and residual). Nemotron 3 Super's experts are LatentMoE
+    (`moe_latent_size`: dse column moe_latent_dim)."""
     if f.has("block_configs"):
         raise f.error("block_configs", "per-layer block configs (Nemotron-H Puzzle) are not representable")
     pattern = f.get("hybrid_override_pattern")
@@ -258,6 +259,7 @@ def nemotron_h(f: Fields) -> dict:
         width = shared_experts(f, "n_shared_experts", "moe_shared_expert_intermediate_size", "moe_intermediate_size")
         moe(f, cols, n["moe"], experts="n_routed_experts", top_k="num_experts_per_tok",
             expert_size="moe_intermediate_size", shared=width)
+        cols["moe_latent_dim"] = f.num("moe_latent_size", 0.0, minimum=0)   # LatentMoE (Nemotron 3 Super)
     return cols
 
 

@@ -185,7 +185,7 @@ def stage_comm(p: Pass, net: Network, place: Placement, s: L.Shape, layers_per_s
     act_msg = s.tokens * m.hidden * M.ACT_BYTES
     all_reduce = np.where(tp > 1, net.all_reduce_s(tp, place.tp_in, act_msg), 0.0)
     if np.any(p.a2a > 1):
-        dispatch = s.tokens * m.top_k * m.hidden * M.ACT_BYTES / tp * L.busiest_rank_load(m, p.imbalance, ep)
+        dispatch = s.tokens * m.top_k * m.expert_width * M.ACT_BYTES / tp * L.busiest_rank_load(m, p.imbalance, ep)
         all_to_all = np.where(p.a2a > 1, net.all_to_all_s(p.a2a, place.ep_in, dispatch), 0.0)
     else:
         all_to_all = 0.0

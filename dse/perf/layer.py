@@ -156,7 +156,8 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale
     expert_operand = operand if expert_operand is None else expert_operand
     up = m.mlp_mats - 1
     shared = m.shared_experts * m.moe_ffn / s.tp
-    shape = {"num_tokens": s.tokens * s.ep * token_scale, "local_tokens": s.tokens, "hidden_size": m.hidden, "inter_size": m.moe_ffn,
+    width = m.expert_width   # a routed token's width: the hidden size, or LatentMoE's latent
+    shape = {"num_tokens": s.tokens * s.ep * token_scale, "local_tokens": s.tokens, "hidden_size": width, "inter_size": m.moe_ffn,
              "topk": m.top_k, "num_experts": m.experts, "tp_size": s.tp, "ep_size": s.ep, "gated": up,
              "weight_bytes": expert_operand, "busiest_expert_ratio": imbalance,
              "spread": imbalance <= 1.0 if spread is None else spread}
@@ -164,13 +165,18 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale
         shape["per_expert_gemms"] = True
         shape["expert_gemm_efficiency"] = expert_gemm_efficiency
     pairs = s.tokens * m.top_k  # (token, expert) pairs this GPU computes under balanced routing
-    flops = 2.0 * pairs * m.mlp_mats * m.hidden * m.moe_ffn / s.tp
+    flops = 2.0 * pairs * m.mlp_mats * width * m.moe_ffn / s.tp
     # for roofline tables: every local expert's weights once, each pair's row permuted and unpermuted
     # (read + write 16 bit each way), each own token read and written
-    nbytes = (m.experts / s.ep * m.mlp_mats * m.hidden * m.moe_ffn / s.tp * expert_operand
-              + (8.0 * pairs + 4.0 * s.tokens) * m.hidden)
+    nbytes = (m.experts / s.ep * m.mlp_mats * width * m.moe_ffn / s.tp * expert_operand
+              + (8.0 * pairs + 4.0 * s.tokens) * width)
+    latent = moe_share * (m.latent > 0)   # LatentMoE: hidden -> latent before dispatch, back after combine
     return [
         Op("router", "gemm", "gemm", s.tokens, m.experts, m.hidden, weight=moe_share),
+        Op("latent_down", "gemm", "gemm", s.tokens, m.latent / s.tp, m.hidden, operand_bytes=operand,
+           low_precision=True, weight=latent),
+        Op("latent_up", "gemm", "gemm", s.tokens, m.hidden, m.latent / s.tp, operand_bytes=operand,
+           low_precision=True, weight=latent),
         Op("experts", "gemm", "moe", low_precision=True, flops=flops, bytes=nbytes, operand_bytes=expert_operand,
            weight=moe_share, moe=shape),
         Op("shared_expert_up_gate", "gemm", "gemm", s.tokens, up * shared, m.hidden, operand_bytes=operand,
@@ -187,7 +193,7 @@ def expert_bias_op(m, s: Shape, weight) -> Op:
     autograd of the same ops (constants expert_bias_fwd_bytes, expert_bias_bwd_bytes). `weight`: the
     MoE share times the busiest rank's load, 0 where the model's experts have no bias or the
     framework fuses it."""
-    return _routed_pass("expert_bias", s.tokens * m.top_k, m.hidden, "expert_bias", weight)
+    return _routed_pass("expert_bias", s.tokens * m.top_k, m.expert_width, "expert_bias", weight)
 
 
 def expert_clamp_op(m, s: Shape, weight) -> Op:
@@ -307,7 +313,7 @@ def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout
     # the MLP's hidden layer; in an MoE layer every routed copy of a token (the grouped GEMM
     # quantizes its permuted rows) and each expert's hidden layer
     mlp_inputs = dense_share * m.ffn + moe_share * m.shared_experts * m.moe_ffn
-    routed_inputs = moe_share * m.top_k * (m.hidden + m.moe_ffn)
+    routed_inputs = moe_share * m.top_k * (m.expert_width + m.moe_ffn)
     casts = (quantize_bytes * (2 * blocks * m.hidden / hidden_split + (m.attention_fraction * m.q_dim + mlp_inputs) / s.tp)
              + expert_quantize_bytes * routed_inputs / s.tp)
     per_token = activation + hidden_bytes * m.hidden / hidden_split + casts

@@ -70,10 +70,10 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     mlp_sharded = np.where(on(RE.MLP) | on(RE.MLP_UP), 0.0, dense_mlp)
     if np.any(moe_fraction > 0):
         # routed copies: the permuted input and the hidden layers of top_k experts (moe_act frees
-        # the activation output); shared experts
+        # the activation output); shared experts; LatentMoE's up-projection input (the combined output)
         routed_ffn = (model.mlp_mats - 1) * 2.0 + q_expert
-        routed = (model.top_k * (routed_ffn * model.moe_ffn + q_expert * h)
-                  - on(RE.MOE_ACT) * model.top_k * q_expert * model.moe_ffn)
+        routed = (model.top_k * (routed_ffn * model.moe_ffn + q_expert * model.expert_width)
+                  - on(RE.MOE_ACT) * model.top_k * q_expert * model.moe_ffn + q * model.latent)
         shared = np.where(on(RE.SHARED_EXPERTS), 0.0, model.shared_experts * act_per_ffn * model.moe_ffn)
         mlp_sharded = mlp_sharded + moe_fraction * np.where(on(RE.MOE), 0.0, routed + shared)
     mlp_sharded = mlp_sharded + recurrent_activation_elements(model, q)

@@ -126,7 +126,7 @@ def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_pe
     flex = w["moe_dispatcher"] == 2
     element = np.where(flex, (p.expert_operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
     dispatcher = np.where(flex & decode_only, 0, w["moe_dispatcher"])
-    token_bytes = tokens * m.hidden * element / p.tp * L.busiest_rank_load(m, p.imbalance, ep)
+    token_bytes = tokens * m.expert_width * element / p.tp * L.busiest_rank_load(m, p.imbalance, ep)
     exchange = net.expert_exchange_s(p.a2a, place.ep_in, token_bytes, m.top_k, dispatcher,
                                      m.routed_groups, m.group_top_k)
     comm = np.where(p.a2a > 1, layers_per_stage * p.moe * exchange, 0.0)

@@ -178,7 +178,7 @@ def ep_comm(net, place, m, w, ep, tokens, hidden_split, routing):
     `routing`, Layer.routing); the backward repeats it."""
     _, moe = L.layer_shares(m)
     busiest, full = routing
-    token_bytes = tokens * m.hidden * M.ACT_BYTES / hidden_split * L.busiest_rank_load(m, busiest, ep) * full
+    token_bytes = tokens * m.expert_width * M.ACT_BYTES / hidden_split * L.busiest_rank_load(m, busiest, ep) * full
     return only_where(ep > 1, lambda: moe * net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k,
                                                                    w["moe_dispatcher"], m.routed_groups,
                                                                    m.group_top_k))
