@@ -249,6 +249,19 @@ def test_a_multi_token_prediction_module_costs_a_layer_and_a_head_on_a_balanced_
     assert step[2] < 1.06 * step[0]
 
 
+def test_a_multi_token_prediction_module_is_a_whole_transformer_layer_in_a_hybrid_too():
+    """Hybrids whose layers are one block each (Nemotron-H: a mixer or an MLP) count an MTP module
+    (Nemotron 3 Super's "*E": attention and MoE) as two of them: a Llama written as 64 one-block
+    layers is the same job as its 32 two-block layers, with or without the module."""
+    base = dict(model="llama3.1-8b", system="h100-sxm", framework="megatron-bridge", gpus=8, global_batch=64)
+    split = dict(layers=64, attention_layer_fraction=0.5, mlp_layer_fraction=0.5)
+    out = dse.evaluate_training(pd.DataFrame([dict(base, mtp_layers=k, **extra) for k in (0, 1)
+                                              for extra in ({}, split)]))
+    step = out["step_time_s"].to_numpy()
+    assert step[1] == pytest.approx(step[0], rel=1e-3) and step[3] == pytest.approx(step[2], rel=1e-3)
+    assert step[2] > step[0]
+
+
 def test_serving_skew_paces_the_busiest_expert_parallel_rank():
     # The busiest expert's load over the mean (moe_imbalance; 1 for EPLB-balanced engines, ~10 for
     # AIConfigurator's power-law traffic) slows the prefill of a wide expert-parallel group, whose

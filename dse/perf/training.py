@@ -327,7 +327,10 @@ def training_columns(w: dict) -> dict:
     stage_ep_layer = ep_exposed(w, layer, ep_fwd, full | RE.modules_on(chosen, RE.MOE))   # moe re-runs the exchange
     per_layer = (layer.fwd + layer.bwd + recompute_layer + tp_fwd + tp_bwd + cp_fwd + cp_bwd
                  + np.where(full, tp_fwd + cp_fwd, 0.0) + stage_ep_layer)
-    tail = layer.head + w["mtp_layers"] * (layer.fwd + layer.bwd + layer.head)
+    # an MTP module is a transformer layer (a mixer block and an MLP/MoE block: two of a hybrid's
+    # one-block layers, Nemotron 3's "*E") and an output head
+    mtp_layer = 2.0 / np.maximum(m.blocks_per_layer, 1e-6)
+    tail = layer.head + w["mtp_layers"] * (mtp_layer * (layer.fwd + layer.bwd) + layer.head)
     layers_per_stage, on_last, most_layers = P.stage_layout(m.layers, pp, vp, per_layer, tail)
     stage_compute = layers_per_stage * (layer.fwd + layer.bwd) + on_last * tail
     stage_recompute = layers_per_stage * recompute_layer
