@@ -119,7 +119,13 @@ class Model:
     def moe_replicated_params(self):
         """Shared experts, router and LatentMoE's two projections of one MoE layer (not sharded over EP)."""
         return (self.shared_experts * self.mlp_mats * self.hidden * self.moe_ffn + self.hidden * self.experts
-                + 2.0 * self.hidden * self.latent)
+                + self.latent_projection_params)
+
+    @cached_property
+    def latent_projection_params(self):
+        """LatentMoE's hidden -> latent and latent -> hidden projections of one MoE layer, which
+        Megatron-Core builds `duplicated` (every TP rank holds them whole)."""
+        return 2.0 * self.hidden * self.latent
 
     @cached_property
     def embedding_params(self):

@@ -383,4 +383,8 @@ def test_latent_moe_runs_the_routed_path_at_the_latent_width():
     full, latent = Model(cols), Model({**cols, "moe_latent_dim": np.array([512.0])})
     assert latent.one_expert_params[0] == pytest.approx(full.one_expert_params[0] / 4)
     assert latent.moe_replicated_params[0] - full.moe_replicated_params[0] == pytest.approx(2 * hidden * 512)
+    # Megatron-Core builds the projections `duplicated`: every TP rank holds them whole
+    from dse.perf.memory import parameters_per_gpu
+    one, four = (parameters_per_gpu(latent, np.array([t]), np.ones(1), np.ones(1))[0][0] for t in (1.0, 4.0))
+    assert 4 * four - one == pytest.approx(3 * 48 * 2 * hidden * 512, rel=1e-5)
 
