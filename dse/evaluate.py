@@ -144,6 +144,7 @@ def training_inputs(work: dict, n: int) -> dict:
                pp_schedule=_setting(work, "pp_schedule", "code"),
                mtp_layers=_model_float(f("mtp_layers")),
                adapter=schema.enum_codes(work, "adapter"), adapter_rank=_model_float(f("adapter_rank")),
+               adapter_modules=schema.enum_codes(work, "adapter_modules"),
                document_tokens=_model_float(f("document_tokens")),
                offload_layers=_model_float(f("offload_layers")),
                **{k: _setting(work, k, "float") for k in ("host_layer_s", "host_expert_s", "host_chunk_s", "expert_gemm_efficiency",

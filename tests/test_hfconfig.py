@@ -42,6 +42,8 @@ PUBLISHED = [
     ("mistral-7b-v0.1", 7.3e9, "total", "Mistral AI, 'Announcing Mistral 7B' (Sep 2023): a 7.3B parameter model"),
     ("qwen2.5-7b", 7.61e9, "total", "Qwen2.5-7B-Instruct model card: 7.61B parameters"),
     ("qwen2.5-7b", 6.53e9, "non_embedding", "Qwen2.5-7B-Instruct model card: 6.53B non-embedding"),
+    ("qwen2.5-32b", 32.5e9, "total", "Qwen2.5-32B-Instruct model card: 32.5B parameters"),
+    ("qwen2.5-32b", 31.0e9, "non_embedding", "Qwen2.5-32B-Instruct model card: 31.0B non-embedding"),
     ("qwen3-8b", 8.2e9, "total", "Qwen3-8B model card: 8.2B parameters"),
     ("qwen3-8b", 6.95e9, "non_embedding", "Qwen3-8B model card: 6.95B non-embedding"),
     ("mixtral-8x7b", 46.7e9, "total", "Mistral AI, 'Mixtral of experts' (Dec 2023): 46.7B total"),

@@ -376,6 +376,41 @@ def test_lora_skips_the_weight_gradients_of_the_frozen_layers():
     assert full["compute_s"] * 2 / 3 < lora["compute_s"] < full["compute_s"]
 
 
+def test_lora_adapters_stream_their_layers_inputs_and_outputs():
+    """The adapter path is memory-bound: per token and layer, forward, each adapted layer's input read
+    once (2 B) and its output written and added to the frozen layer's (8 B); backward, the input read
+    twice, the input gradient written and added (12 B), the output gradient read twice (4 B)
+    (dse/catalog/constants.csv lora_*, from NeMo AutoModel's LoRATritonFunction). Llama-2-7B adapts
+    QKV (4096 -> 12288), the attention output (4096 -> 4096), the gated MLP's up projection
+    (4096 -> 22016) and down projection (11008 -> 4096): inputs 23,296 and outputs 42,496 wide."""
+    from dse.perf import adapters as A
+    from dse.perf.layer import Shape
+    from dse.workload import Model
+    from dse import resolve
+    cols = {"model": np.array(["llama2-7b"], dtype=object)}
+    resolve.model(cols)
+    m = Model({k: np.asarray(cols[k][:], dtype=float) for k in cols if k != "model"})
+    s = Shape(seqs=1.0, q_len=4096.0, ctx=4096.0, tp=np.array([1.0]), ep=np.array([1.0]))
+    w = {"adapter": np.array([A.LORA]), "adapter_modules": np.array([0])}
+    op = A.adapter_op(m, s, w)
+    inputs, outputs = 23296, 42496
+    assert float(op.bytes[0]) == pytest.approx(4096 * (2 * inputs + 8 * outputs), rel=1e-6)
+    assert float(op.backward[0]) == pytest.approx((12 * inputs + 4 * outputs) / (2 * inputs + 8 * outputs), rel=1e-6)
+    qkv = A.adapter_op(m, s, {**w, "adapter_modules": np.array([A.QKV_ONLY])})
+    assert float(qkv.bytes[0]) == pytest.approx(4096 * (2 * 4096 + 8 * 12288), rel=1e-6)
+
+
+def test_lora_on_qkv_alone_trains_fewer_adapters_and_streams_less():
+    all_linear, qkv = (row for _, row in _pair("adapter_modules", ("all", "qkv"), adapter="lora",
+                                                main_grad_bytes=4).iterrows())
+    assert qkv["grads_bytes"] == pytest.approx(4 * 32 * 32 * (4096 + 3 * 4096), rel=1e-6)   # r (in + out) x 32 layers
+    assert qkv["step_time_s"] < all_linear["step_time_s"]
+    # the frozen layers' GEMMs and their data gradients are the same either way
+    assert qkv["model_flops_per_step"] == pytest.approx(all_linear["model_flops_per_step"], rel=1e-9)
+    with pytest.raises(Exception, match="adapter_modules"):
+        _pair("adapter_modules", ("all", "mlp_only"), adapter="lora")
+
+
 # ---- pipeline schedules ----------------------------------------------------------------------
 
 def _schedules(**kw):

@@ -29,7 +29,7 @@ def model_state(m, w, tp, pp, dp, cp, ep, etp):
     trained = (dense_params, expert_params)
     lora = A.frozen(w)
     if np.any(lora):
-        adapters = A.adapter_params_per_gpu(m, w["adapter_rank"], tp, pp)
+        adapters = A.adapter_params_per_gpu(m, w["adapter_rank"], tp, pp, w["adapter_modules"])
         _, adapter_grads, adapter_optimizer = M.model_state_bytes(adapters, 0.0, w["zero"], dp * cp, 1.0, 0.0,
                                                                   w["main_grad_bytes"], w["adam_moment_bytes"])
         grads, optimizer = np.where(lora, adapter_grads, grads), np.where(lora, adapter_optimizer, optimizer)
@@ -67,7 +67,7 @@ def dp_collectives(net, place, m, w, dp, cp, ep, params, n_expert, trained):
 
 # The columns the model state and the data-parallel collectives depend on row by row (besides the
 # model and hardware).
-STATE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "topology_code", "dp_hierarchical", "adapter", "adapter_rank",
+STATE_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "zero", "topology_code", "dp_hierarchical", "adapter", "adapter_rank", "adapter_modules",
               "main_grad_bytes", "adam_moment_bytes")
 
 

@@ -98,6 +98,8 @@ class Layer:
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
         ops += X.recurrent_ops(m, s, operand, decode=False)
+        if np.any(A.frozen(w)):
+            ops.append(A.adapter_op(m, s, w))
         ops.append(L.elementwise_op(m, s, dense, moe, hidden_split, dropout=m.dropout.astype(np.float32),
                                     quantize_bytes=TRAINING_QUANTIZE_BYTES[precision],
                                     expert_quantize_bytes=TRAINING_QUANTIZE_BYTES[expert_precision]))
@@ -232,7 +234,7 @@ def host_chunk_time(m, w):
 # model and hardware).
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "expert_precision",
               "expert_gemm_efficiency", "moe_imbalance",
-              "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "document_tokens", "remat_by_name",
+              "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "adapter_modules", "document_tokens", "remat_by_name",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
 
 
