@@ -103,7 +103,7 @@ ENUMS = {
     "cp_comm": ("p2p", "all_gather", "a2a", "a2a+p2p"),
     "adapter": ("none", "lora"),
     "pp_schedule": ("1f1b", "dualpipe"),
-    "adapter_modules": ("all", "qkv"),
+    "adapter_modules": ("all", "qkv", "attention", "mlp"),
 }
 ENUM_ALIASES = {
     "precision": _PRECISION_ALIASES,
@@ -119,7 +119,8 @@ ENUM_ALIASES = {
                 "ulysses": 2, "all-to-all": 2, "a2a+p2p": 3, "hierarchical": 3},
     "adapter": {"none": 0, "no": 0, "off": 0, "full": 0, "sft": 0, "lora": 1, "peft": 1},
     "pp_schedule": {"1f1b": 0, "interleaved": 0, "1f1b-interleaved": 0, "dualpipe": 1, "dual-pipe": 1},
-    "adapter_modules": {"all": 0, "all-linear": 0, "all_linear": 0, "qkv": 1, "attention_qkv": 1, "linear_qkv": 1},
+    "adapter_modules": {"all": 0, "all-linear": 0, "all_linear": 0, "qkv": 1, "attention_qkv": 1, "linear_qkv": 1,
+                        "attention": 2, "attn": 2, "qkv,proj": 2, "mlp": 3, "fc1,fc2": 3},
 }
 BOOL_WORDS = {"true": True, "yes": True, "1": True, "on": True, "1.0": True,
               "false": False, "no": False, "0": False, "off": False, "none": False, "0.0": False}

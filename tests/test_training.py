@@ -396,8 +396,11 @@ def test_lora_adapters_stream_their_layers_inputs_and_outputs():
     inputs, outputs = 23296, 42496
     assert float(op.bytes[0]) == pytest.approx(4096 * (2 * inputs + 8 * outputs), rel=1e-6)
     assert float(op.backward[0]) == pytest.approx((12 * inputs + 4 * outputs) / (2 * inputs + 8 * outputs), rel=1e-6)
-    qkv = A.adapter_op(m, s, {**w, "adapter_modules": np.array([A.QKV_ONLY])})
-    assert float(qkv.bytes[0]) == pytest.approx(4096 * (2 * 4096 + 8 * 12288), rel=1e-6)
+    code = dse.schema.enum_code
+    parts = {"qkv": (4096, 12288), "attention": (4096 + 4096, 12288 + 4096), "mlp": (4096 + 11008, 22016 + 4096)}
+    for modules, (inp, out) in parts.items():
+        op = A.adapter_op(m, s, {**w, "adapter_modules": np.array([code("adapter_modules", modules)])})
+        assert float(op.bytes[0]) == pytest.approx(4096 * (2 * inp + 8 * out), rel=1e-6), modules
 
 
 def test_lora_on_qkv_alone_trains_fewer_adapters_and_streams_less():

@@ -27,7 +27,10 @@ from dse.perf.layer import Op
 K = catalog.constants()
 
 LORA = schema.enum_code("adapter", "lora")
-QKV_ONLY = schema.enum_code("adapter_modules", "qkv")
+# adapter_modules codes that adapt QKV, the attention output, and the MLP's two projections
+ADAPTS_QKV = [schema.enum_code("adapter_modules", v) for v in ("all", "qkv", "attention")]
+ADAPTS_PROJ = [schema.enum_code("adapter_modules", v) for v in ("all", "attention")]
+ADAPTS_MLP = [schema.enum_code("adapter_modules", v) for v in ("all", "mlp")]
 
 
 def frozen(w) -> np.ndarray:
@@ -43,16 +46,17 @@ def weight_grad_share(w):
 
 def adapted_widths(m, modules):
     """(inputs, outputs): the summed input and output widths of one layer's adapted linear layers,
-    averaged over the layers: QKV (alone where `modules` is qkv) and the attention output on the
+    averaged over the layers, for `modules` (adapter_modules): QKV and the attention output on the
     attention layers, the dense MLP's up (ffn, or 2 ffn gated) and down projections on the dense
-    MLP layers."""
+    MLP layers, or a subset of them."""
     dense, _ = L.layer_shares(m)
     up = m.mlp_mats - 1.0
-    qkv_only = modules == QKV_ONLY
-    inputs = m.attention_fraction * (m.hidden + np.where(qkv_only, 0.0, m.o_dim)) + np.where(
-        qkv_only, 0.0, dense * (m.hidden + m.ffn))
-    outputs = m.attention_fraction * (m.q_dim + m.kv_dim + m.v_dim + np.where(qkv_only, 0.0, m.hidden)) + np.where(
-        qkv_only, 0.0, dense * (up * m.ffn + m.hidden))
+    qkv = np.isin(modules, ADAPTS_QKV)
+    proj, mlp = np.isin(modules, ADAPTS_PROJ), np.isin(modules, ADAPTS_MLP)
+    inputs = (m.attention_fraction * (qkv * m.hidden + proj * m.o_dim)
+              + mlp * dense * (m.hidden + m.ffn))
+    outputs = (m.attention_fraction * (qkv * (m.q_dim + m.kv_dim + m.v_dim) + proj * m.hidden)
+               + mlp * dense * (up * m.ffn + m.hidden))
     return inputs, outputs
 
 
