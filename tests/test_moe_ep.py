@@ -388,3 +388,16 @@ def test_latent_moe_runs_the_routed_path_at_the_latent_width():
     one, four = (parameters_per_gpu(latent, np.array([t]), np.ones(1), np.ones(1))[0][0] for t in (1.0, 4.0))
     assert 4 * four - one == pytest.approx(3 * 48 * 2 * hidden * 512, rel=1e-5)
 
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([256, 512, 1024, 1536]), st.sampled_from([1, 8, 32]), st.sampled_from(["alltoall", "flex"]),
+       st.sampled_from(["h100-sxm", "gb200"]))
+def test_a_narrower_latent_is_never_slower(latent, ep, dispatcher, system):
+    """LatentMoE at widths in multiples of 128 below the hidden size (2048): a narrower latent never
+    makes a training step longer or the exchange heavier."""
+    rows = [dict(model="qwen3-30b-a3b", system=system, framework="megatron-bridge", gpus=32, ep=ep, micro_batch=1,
+                 global_batch=64, moe_dispatcher=dispatcher, moe_latent_dim=w) for w in (latent, latent + 512)]
+    out = dse.evaluate_training(pd.DataFrame(rows))
+    narrow, wide = out.iloc[0], out.iloc[1]
+    assert narrow["step_time_s"] <= wide["step_time_s"] * 1.001
+    assert narrow["ep_comm_s"] <= wide["ep_comm_s"] * 1.001
