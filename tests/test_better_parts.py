@@ -15,7 +15,8 @@ import pytest
 import dse
 
 PAIRS = [("h200", "h100-sxm"), ("b200", "h200"), ("gb200", "b200"), ("b300", "b200"), ("gb300", "gb200"), ("gb300", "b300")]
-MODELS = ["llama3.1-70b", "qwen3-235b-a22b", "minimax-m2.5", "deepseek-v3", "mixtral-8x7b", "gpt-oss-120b"]
+MODELS = ["llama3.1-70b", "qwen3-235b-a22b", "minimax-m2.5", "deepseek-v3", "mixtral-8x7b", "gpt-oss-120b",
+          "nemotron3-super-120b-a12b"]
 
 
 def _ratio(frame: pd.DataFrame, key: list, column: str, better: str, worse: str) -> pd.Series:
@@ -77,9 +78,10 @@ def _both_fit(before: pd.DataFrame, after: pd.DataFrame):
 def test_training_step_is_never_longer_with_one_better_hardware_column(column, factor):
     mappings = [(64, 8, 2, 1), (64, 4, 4, 4), (128, 1, 8, 16), (64, 1, 1, 8)]
     rows = [dict(model=m, system=s, precision=p, framework=fw, gpus=g, tp=tp, pp=pp, ep=ep, micro_batch=mb,
-                 global_batch=1024, seq_len=4096, recompute="selective")
-            for m, s, p, fw, (g, tp, pp, ep), mb in itertools.product(
-                MODELS, ONE_COLUMN_SYSTEMS, ("bf16", "fp8"), ("megatron-core", "megatron-bridge"), mappings, (1, 2))]
+                 global_batch=1024, seq_len=4096, recompute="selective", adapter=a)
+            for m, s, p, fw, (g, tp, pp, ep), mb, a in itertools.product(
+                MODELS, ONE_COLUMN_SYSTEMS, ("bf16", "fp8"), ("megatron-core", "megatron-bridge"), mappings, (1, 2),
+                ("none", "lora"))]
     frame = pd.DataFrame(rows)
     before, after = dse.evaluate_training(frame), dse.evaluate_training(_with_better(frame, column, factor))
     ok = _both_fit(before, after)
