@@ -412,6 +412,11 @@ def test_lora_on_qkv_alone_trains_fewer_adapters_and_streams_less():
     assert qkv["model_flops_per_step"] == pytest.approx(all_linear["model_flops_per_step"], rel=1e-9)
     with pytest.raises(Exception, match="adapter_modules"):
         _pair("adapter_modules", ("all", "mlp_only"), adapter="lora")
+    # a model without dense MLPs (every layer MoE) has nothing to adapt under `mlp`: a finite step
+    moe = dse.evaluate_training(pd.DataFrame([dict(model="qwen3-30b-a3b", system="h100-sxm", gpus=8, ep=8,
+                                                   global_batch=64, adapter="lora", adapter_modules=a)
+                                              for a in ("mlp", "attention")]))
+    assert moe["fits"].all() and moe["step_time_s"].iloc[0] < moe["step_time_s"].iloc[1]
 
 
 # ---- pipeline schedules ----------------------------------------------------------------------

@@ -76,4 +76,4 @@ def adapter_op(m, s, w) -> Op:
     backward = K["lora_bwd_in_bytes"] * inputs + K["lora_bwd_out_bytes"] * outputs
     return Op("lora_adapters", "elementwise", "stream", s.tokens, inputs / s.tp, 1.0,
               bytes=s.tokens * forward / s.tp, weight=frozen(w).astype(np.float32),
-              backward=(backward / forward).astype(np.float32))
+              backward=np.where(forward > 0, backward / np.maximum(forward, 1.0), 0.0).astype(np.float32))
