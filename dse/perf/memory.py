@@ -137,10 +137,10 @@ def parameters_per_gpu(model, tp, pp, ep, etp=None):
     Both end stages hold the vocabulary matrix (input embedding, output layer or its tied copy);
     a single stage holds both unless they are tied."""
     layers_per_stage = model.layers / pp
+    duplicated = model.latent_projection_params   # LatentMoE's projections: whole on every TP rank
     dense_per_layer = (model.mixer_params + (model.dense_layers * model.dense_mlp_params
-                       + model.moe_layers * model.moe_replicated_params) / model.layers) / tp
-    # LatentMoE's projections are duplicated over the TP ranks, not split
-    dense_per_layer = dense_per_layer + model.moe_layers * model.latent_projection_params * (1.0 - 1.0 / tp) / model.layers
+                       + model.moe_layers * (model.moe_replicated_params - duplicated)) / model.layers) / tp
+    dense_per_layer = dense_per_layer + model.moe_layers * duplicated / model.layers
     expert_per_layer = model.moe_layers * model.expert_params / model.layers / ((tp if etp is None else etp) * ep)
     return layers_per_stage * dense_per_layer + vocab_parameters_per_gpu(model, tp, pp), layers_per_stage * expert_per_layer
 
