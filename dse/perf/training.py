@@ -26,6 +26,7 @@ from dse import catalog, schema
 from dse.columns import divides, first_failure, not_positive_integers, only_where
 from dse.perf import adapters as A
 from dse.perf import dataparallel as D
+from dse.perf import host as H
 from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf import pipeline as P
@@ -210,26 +211,6 @@ def ep_exposed(w, layer, ep_fwd, full):
     return np.where(w["moe_a2a_overlap"], overlapped, comm)
 
 
-def host_time(m, w, ep):
-    """Host (CPU) time to launch one layer's forward and backward, on average over the layers: the
-    eager part of the layer (none of it under CUDA graphs) and the routed experts, which stay eager
-    (their token counts change every step), per local expert, unless they are padded to a fixed
-    capacity: static shapes, which CUDA graphs capture too."""
-    _, moe = L.layer_shares(m)
-    eager = np.where(w["cuda_graphs"], 0.0, w["host_layer_s"])
-    expert = w["host_expert_s"]
-    if np.any(w["moe_capacity_factor"] > 0):
-        expert = np.where(w["cuda_graphs"] & (w["moe_capacity_factor"] > 0) & w["moe_pad_to_capacity"], 0.0, expert)
-    return eager + moe * m.experts / ep * expert
-
-
-def host_chunk_time(m, w):
-    """Host time per micro-batch and model chunk, forward and backward, outside the layers: under the
-    all-to-all overlap Megatron-Core's combined 1F1B builds, for every micro-batch and chunk, a
-    schedule plan of per-layer sub-module callables with their events and stream switches."""
-    return np.where(w["moe_a2a_overlap"] & m.is_moe, w["host_chunk_s"], 0.0)
-
-
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "expert_precision",
@@ -307,6 +288,32 @@ def flops_and_utilisation(m, w, hw, step, tokens_per_step, selective_flops):
     return model_flops, hardware_flops, model_flops / (step * w["gpus"] * peak), hardware_flops / (step * w["gpus"] * peak)
 
 
+class SlowestStage:
+    """One micro-batch's forward and backward on the slowest pipeline stage under Megatron-Core's
+    layout (dse.perf.pipeline.stage_layout), by term: compute, recompute, exposed TP, CP and EP
+    communication, and the GPU's wait for the host after MoE syncs. The output head and the
+    multi-token-prediction modules sit on the last stage; an MTP module is a transformer layer (a
+    mixer block and an MLP/MoE block: two of a hybrid's one-block layers, Nemotron 3's "*E"), with
+    its recompute and communication, and an output head."""
+
+    def __init__(self, m, w, comm, full, chosen, ep, pp, vp):
+        layer, tp_fwd, tp_bwd, cp_fwd, cp_bwd = comm.layer, comm.tp_fwd, comm.tp_bwd, comm.cp_fwd, comm.cp_bwd
+        recompute_layer = RE.layer_recompute_s(w, chosen, layer, tp_fwd)
+        moe_rerun = full | RE.modules_on(chosen, RE.MOE)   # re-runs the exchange and its host sync
+        ep_layer = ep_exposed(w, layer, comm.ep_fwd, moe_rerun)
+        sync_layer = (1.0 + moe_rerun) * H.sync_wait_s(m, w, ep, layer, comm.ep_fwd)
+        tp_layer = tp_fwd + tp_bwd + np.where(full, tp_fwd, 0.0)
+        cp_layer = cp_fwd + cp_bwd + np.where(full, cp_fwd, 0.0)
+        per_layer = layer.fwd + layer.bwd + recompute_layer + tp_layer + cp_layer + ep_layer + sync_layer
+        mtp = w["mtp_layers"] * 2.0 / np.maximum(m.blocks_per_layer, 1e-6)
+        heads = (1.0 + w["mtp_layers"]) * layer.head
+        self.layers, on_last, self.most_layers = P.stage_layout(m.layers, pp, vp, per_layer, heads + mtp * per_layer)
+        decoder = self.layers + on_last * mtp   # the transformer layers the slowest stage runs
+        self.compute = decoder * (layer.fwd + layer.bwd) + on_last * heads
+        self.recompute, self.tp, self.cp = decoder * recompute_layer, decoder * tp_layer, decoder * cp_layer
+        self.ep, self.sync = decoder * ep_layer, decoder * sync_layer
+
+
 def training_columns(w: dict) -> dict:
     m = Model(w)
     reason = reason_codes(m, w)
@@ -317,29 +324,14 @@ def training_columns(w: dict) -> dict:
     net = Network(w)
     place = Placement(hw["scaleup_domain"], tp, cp, ep, pp, dp, w["dp_hierarchical"], etp, pp_outermost=True)
     comm = distinct(LayerComm, w, LAYER_KEYS)
-    layer, tp_fwd, tp_bwd, all_gather = comm.layer, comm.tp_fwd, comm.tp_bwd, comm.all_gather
-    ep_fwd, cp_fwd, cp_bwd = comm.ep_fwd, comm.cp_fwd, comm.cp_bwd
+    layer, tp_fwd, all_gather = comm.layer, comm.tp_fwd, comm.all_gather
     act_msg = layer.tokens * m.hidden * M.ACT_BYTES
 
     full = w["recompute"] == 2
     chosen = RE.selected(w["recompute"], w["recompute_modules"])   # selective recompute's module bits
-    recompute_layer = RE.layer_recompute_s(w, chosen, layer, tp_fwd)
-    # the slowest stage under Megatron-Core's layout (dse.perf.pipeline.stage_layout); the output
-    # head and the multi-token-prediction modules (a layer and an output head each) sit on the last
-    stage_ep_layer = ep_exposed(w, layer, ep_fwd, full | RE.modules_on(chosen, RE.MOE))   # moe re-runs the exchange
-    per_layer = (layer.fwd + layer.bwd + recompute_layer + tp_fwd + tp_bwd + cp_fwd + cp_bwd
-                 + np.where(full, tp_fwd + cp_fwd, 0.0) + stage_ep_layer)
-    # an MTP module is a transformer layer (a mixer block and an MLP/MoE block: two of a hybrid's
-    # one-block layers, Nemotron 3's "*E") and an output head
-    mtp_layer = 2.0 / np.maximum(m.blocks_per_layer, 1e-6)
-    tail = layer.head + w["mtp_layers"] * (mtp_layer * (layer.fwd + layer.bwd) + layer.head)
-    layers_per_stage, on_last, most_layers = P.stage_layout(m.layers, pp, vp, per_layer, tail)
-    stage_compute = layers_per_stage * (layer.fwd + layer.bwd) + on_last * tail
-    stage_recompute = layers_per_stage * recompute_layer
-    stage_tp = layers_per_stage * (tp_fwd + tp_bwd + np.where(full, tp_fwd, 0.0))
-    stage_cp = layers_per_stage * (cp_fwd + cp_bwd + np.where(full, cp_fwd, 0.0))
-    stage_ep = layers_per_stage * stage_ep_layer
-    t_mb = stage_compute + stage_recompute + stage_tp + stage_cp + stage_ep
+    stage = SlowestStage(m, w, comm, full, chosen, ep, pp, vp)
+    layers_per_stage = stage.layers
+    t_mb = stage.compute + stage.recompute + stage.tp + stage.cp + stage.ep + stage.sync
 
     # Pipeline: scatter-gather sends (Narayanan et al. 2021, Sec. 4.1): each TP rank sends 1/tp of
     # the boundary activation and the receiver all-gathers it over the scale-up links.
@@ -364,7 +356,7 @@ def training_columns(w: dict) -> dict:
     # The host launches every kernel: where that takes longer than the GPUs run them (small
     # micro-batches of fine-grained MoE layers, eager), the host paces every micro-batch and bubble.
     # Its slowest stage is the one with the most layers, whichever stage the GPUs find slowest.
-    host_mb = most_layers * host_time(m, w, ep) + vp * host_chunk_time(m, w)
+    host_mb = stage.most_layers * H.host_time(m, w, ep) + vp * H.host_chunk_time(m, w)
     host_step = (microbatches + (pp - 1) / vp) * host_mb + optimizer_s
     step = np.maximum(gpu_step, host_step)
 
@@ -376,9 +368,9 @@ def training_columns(w: dict) -> dict:
     return {
         "step_time_s": step, "tokens_per_s": tokens_per_step / step, "mfu": mfu, "hfu": hfu,
         "mem_per_gpu_bytes": mem, "fits": reason == 0, "infeasible_code": reason,
-        "compute_s": microbatches * stage_compute, "recompute_s": microbatches * stage_recompute,
-        "tp_comm_s": microbatches * stage_tp, "cp_comm_s": microbatches * stage_cp,
-        "ep_comm_s": microbatches * stage_ep, "host_wait_s": step - gpu_step, "offload_s": offload, "pp_comm_s": pp_comm,
+        "compute_s": microbatches * stage.compute, "recompute_s": microbatches * stage.recompute,
+        "tp_comm_s": microbatches * stage.tp, "cp_comm_s": microbatches * stage.cp,
+        "ep_comm_s": microbatches * stage.ep, "host_wait_s": step - gpu_step + microbatches * stage.sync, "offload_s": offload, "pp_comm_s": pp_comm,
         "dp_comm_s": dp_s, "bubble_s": bubble,
         "optimizer_s": optimizer_s, "weights_bytes": weights, "grads_bytes": grads,
         "optimizer_bytes": optimizer, "activations_bytes": activations,
