@@ -31,7 +31,7 @@ GAP_NOTES = {
     "Megatron-Bridge Qwen3 MoE (128 experts, top-8)": "Qwen3-235B on DGX B200 without the overlap (PP 8): unexplained excess, see dse validate",
     "Megatron-Bridge GPT-OSS 120B (25.11/26.02)": "GPT-OSS in Megatron-Bridge: unexplained excess (AutoModel's GPT-OSS rows are 7-12% too slow)",
     "DeepSeek-V3 report (H800, FP8)": "average over the whole run: a lower bound of the steady rate",
-    "Megatron-Bridge 25.11/26.02 (H100, Blackwell)": "DeepSeek-V3 on DGX B200/B300 (EP 8, 32 local experts): unexplained excess; on NVL72 racks within 4-13%",
+    "Megatron-Bridge 25.11/26.02 (H100, Blackwell)": "DeepSeek-V3 on DGX B200/B300 (EP 8, 32 local experts): unexplained excess beyond the dispatch sync wait; on NVL72 racks within 2-11%",
     "torchtitan / PyTorch MoE": "torchtitan preset (grouped GEMMs at torchao's measured speed); the rest unexplained",
 }
 SRC_DS = ("DeepSeek-AI, DeepSeek-V3 technical report (arXiv 2412.19437) Sec. 3.2.1: cross-node expert parallelism "
