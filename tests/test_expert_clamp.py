@@ -40,7 +40,8 @@ def test_recomputing_the_experts_activation_reruns_the_clamps_forward():
     """moe_act re-runs the activation, the eager clamps with it: (forward + backward + forward) over
     (forward + backward) of the pass."""
     plain, rerun = added_s(), added_s(recompute="selective", recompute_modules="moe_act")
-    assert rerun / plain == pytest.approx((2 * FORWARD + BACKWARD) / (FORWARD + BACKWARD), rel=1e-6)
+    # (differences of float32 step times: a few units in the 6th digit)
+    assert rerun / plain == pytest.approx((2 * FORWARD + BACKWARD) / (FORWARD + BACKWARD), rel=1e-5)
 
 
 def test_a_framework_that_compiles_the_activation_pays_nothing_for_the_clamps():

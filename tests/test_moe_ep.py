@@ -270,6 +270,17 @@ def test_a_multi_token_prediction_module_costs_a_layer_and_a_head_on_a_balanced_
     assert step[2] < (1 + 1 / 8) * step[0]
 
 
+def test_the_all_to_all_dispatcher_sorts_received_rows_by_local_expert():
+    # Megatron-Core's all-to-all dispatcher copies the rows it received into local-expert order and
+    # back (sort_chunks_by_idxs), forward and backward; DeepEP's flex dispatcher delivers them in
+    # order, and one expert per GPU needs no sort. The exchange itself is costed apart (ep_comm_s).
+    def compute(**kw):
+        return float(train(**kw)["compute_s"].iloc[0])
+    assert compute(moe_dispatcher="alltoall") > compute(moe_dispatcher="flex")
+    one_each = dict(experts=8, top_k=2)   # 8 experts over EP 8
+    assert compute(moe_dispatcher="alltoall", **one_each) == pytest.approx(compute(moe_dispatcher="flex", **one_each), rel=1e-6)
+
+
 def test_a_multi_token_prediction_module_exchanges_tokens_and_recomputes_as_a_layer():
     # On one stage the module's transformer layer adds a layer's exposed exchange and recompute:
     # 62 layers' worth where the model has 61 (dse times every layer as the model's average one).

@@ -206,6 +206,15 @@ def expert_clamp_op(m, s: Shape, weight) -> Op:
     return _routed_pass("expert_clamp", s.tokens * m.top_k, (m.mlp_mats - 1) * m.moe_ffn / s.tp, "expert_clamp", weight)
 
 
+def expert_sort_op(m, s: Shape, weight) -> Op:
+    """The all-to-all dispatcher's sort of the tokens it received by local expert, and the unsort
+    before the combine (Megatron-Core sort_chunks_by_idxs; padded capacity copies the same rows in a
+    transpose): memory-bound over every routed pair's hidden-wide row (constants expert_sort_fwd_bytes,
+    expert_sort_bwd_bytes). `weight`: the MoE share times the busiest rank's load, 0 where another
+    dispatcher runs or a GPU holds one expert."""
+    return _routed_pass("expert_sort", s.tokens * m.top_k, m.expert_width, "expert_sort", weight)
+
+
 def _routed_pass(name, pairs, width, constant, weight) -> Op:
     """A memory-bound pass over `width` elements of every routed pair, `<constant>_fwd_bytes` per
     element forward and `<constant>_bwd_bytes` backward (dse/catalog/constants.csv)."""

@@ -42,7 +42,7 @@ RERUN_OPS = {
     MLP_UP: ("mlp_up_gate",),
     SHARED_EXPERTS: ("shared_expert_up_gate", "shared_expert_down"),
     MOE_ACT: ("expert_clamp",),
-    MOE: ("router", "latent_down", "experts", "latent_up", "expert_bias", "expert_clamp", "shared_expert_up_gate",
+    MOE: ("router", "latent_down", "experts", "latent_up", "expert_bias", "expert_clamp", "expert_sort", "shared_expert_up_gate",
           "shared_expert_down"),
 }
 

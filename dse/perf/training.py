@@ -90,10 +90,13 @@ class Layer:
             # GPT-OSS's expert extras where the framework runs them unfused (Megatron-Core)
             bias = moe * m.expert_bias * w["expert_bias_unfused"]
             clamp = moe * m.expert_clamp * w["expert_clamp_unfused"]
-            if np.any(bias) or np.any(clamp):
+            # the all-to-all dispatcher sorts the received rows by local expert and back
+            sort = moe * ((w["moe_dispatcher"] == 0) & (m.experts / ep > 1))
+            if np.any(bias) or np.any(clamp) or np.any(sort):
                 load = L.busiest_rank_load(m, busiest, ep) * full
                 ops += [L.expert_bias_op(m, experts, (bias * load).astype(np.float32)),
-                        L.expert_clamp_op(m, experts, (clamp * load).astype(np.float32))]
+                        L.expert_clamp_op(m, experts, (clamp * load).astype(np.float32)),
+                        L.expert_sort_op(m, experts, (sort * load).astype(np.float32))]
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
         ops.append(X.rope_op(m, s, (m.yarn_rope > 0) & w["yarn_rope_unfused"]))
         if not np.all(flash):
