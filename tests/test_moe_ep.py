@@ -270,6 +270,15 @@ def test_a_multi_token_prediction_module_costs_a_layer_and_a_head_on_a_balanced_
     assert step[2] < (1 + 1 / 8) * step[0]
 
 
+def test_one_grouped_gemm_call_launches_every_local_expert_in_torchtitan():
+    # Megatron-Core's grouped linear launches per local expert (host_expert_s), torchtitan's
+    # torch._grouped_mm once for all of them: 32 local experts at a small micro-batch are host-paced
+    # in the one and not in the other.
+    kw = dict(experts=256, host_layer_s=0.0, zero=1, micro_batch=1, global_batch=8)
+    assert float(train(framework="megatron-bridge", **kw)["host_wait_s"].iloc[0]) > 0
+    assert float(train(framework="torchtitan", **kw)["host_wait_s"].iloc[0]) == 0.0
+
+
 def test_the_all_to_all_dispatcher_sorts_received_rows_by_local_expert():
     # Megatron-Core's all-to-all dispatcher copies the rows it received into local-expert order and
     # back (sort_chunks_by_idxs), forward and backward; DeepEP's flex dispatcher delivers them in
