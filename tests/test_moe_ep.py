@@ -290,6 +290,17 @@ def test_the_all_to_all_dispatcher_sorts_received_rows_by_local_expert():
     assert compute(moe_dispatcher="alltoall", **one_each) == pytest.approx(compute(moe_dispatcher="flex", **one_each), rel=1e-6)
 
 
+def test_a_multi_token_prediction_module_projects_its_two_inputs_beyond_a_layer_and_a_head():
+    # Megatron-Core's MTP module adds to its transformer layer and output head the norms of the
+    # embedding and hidden state and eh_proj, a 2h x h GEMM: 2h^2 weights against the ~13h^2 of a
+    # Llama 3.1 8B layer (0.15 of its GEMMs). A head's worth is what doubling the vocabulary adds.
+    base = dict(model="llama3.1-8b", system="h100-sxm", framework="megatron-bridge", gpus=8, global_batch=64)
+    rows = [base, dict(base, mtp_layers=1), dict(base, layers=33), dict(base, vocab=2 * 128256)]
+    plain, mtp, layer, head = dse.evaluate_training(pd.DataFrame(rows))["compute_s"].to_numpy()
+    projection = (mtp - plain) - (layer - plain) - (head - plain)
+    assert 0.05 < projection / (layer - plain) < 0.25
+
+
 def test_a_multi_token_prediction_module_exchanges_tokens_and_recomputes_as_a_layer():
     # On one stage the module's transformer layer adds a layer's exposed exchange and recompute:
     # 62 layers' worth where the model has 61 (dse times every layer as the model's average one).

@@ -186,43 +186,6 @@ def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale
     ]
 
 
-def expert_bias_op(m, s: Shape, weight) -> Op:
-    """The routed experts' down-projection bias where the framework adds it outside the grouped GEMM
-    (Megatron-Core: per local expert, weighted by the FP32 routing probability, then concatenated
-    and cast back): memory-bound over every routed pair's hidden-wide output, its backward the
-    autograd of the same ops (constants expert_bias_fwd_bytes, expert_bias_bwd_bytes). `weight`: the
-    MoE share times the busiest rank's load, 0 where the model's experts have no bias or the
-    framework fuses it."""
-    return _routed_pass("expert_bias", s.tokens * m.top_k, m.expert_width, "expert_bias", weight)
-
-
-def expert_clamp_op(m, s: Shape, weight) -> Op:
-    """A clamped SwiGLU's clamps where the framework runs them apart from the fused activation
-    (Megatron-Core: each half of the routed experts' gated hidden layer clamped, then concatenated,
-    eagerly): memory-bound over every routed pair's gated hidden layer, its backward the clamps'
-    masked gradients (constants expert_clamp_fwd_bytes, expert_clamp_bwd_bytes). `weight`: the MoE
-    share times the busiest rank's load, 0 where the experts do not clamp or the framework compiles the
-    clamps into the activation (expert_clamp_unfused)."""
-    return _routed_pass("expert_clamp", s.tokens * m.top_k, (m.mlp_mats - 1) * m.moe_ffn / s.tp, "expert_clamp", weight)
-
-
-def expert_sort_op(m, s: Shape, weight) -> Op:
-    """The all-to-all dispatcher's sort of the tokens it received by local expert, and the unsort
-    before the combine (Megatron-Core sort_chunks_by_idxs; padded capacity copies the same rows in a
-    transpose): memory-bound over every routed pair's hidden-wide row (constants expert_sort_fwd_bytes,
-    expert_sort_bwd_bytes). `weight`: the MoE share times the busiest rank's load, 0 where another
-    dispatcher runs or a GPU holds one expert."""
-    return _routed_pass("expert_sort", s.tokens * m.top_k, m.expert_width, "expert_sort", weight)
-
-
-def _routed_pass(name, pairs, width, constant, weight) -> Op:
-    """A memory-bound pass over `width` elements of every routed pair, `<constant>_fwd_bytes` per
-    element forward and `<constant>_bwd_bytes` backward (dse/catalog/constants.csv)."""
-    forward = K[f"{constant}_fwd_bytes"]
-    return Op(name, "elementwise", "stream", pairs, width, 1.0, bytes=pairs * width * forward, weight=weight,
-              backward=K[f"{constant}_bwd_bytes"] / forward)
-
-
 # a token's partial sums of squares of its query and of its key projection, in FP32
 QK_NORM_SUMS_BYTES = 8.0
 
@@ -335,6 +298,16 @@ def training_head_ops(m, tokens, tp) -> list:
     logits_bytes = tokens * m.vocab / tp * LOGITS_BYTES * K["loss_passes"]
     return [Op("logits", "head", "gemm", tokens, m.vocab / tp, m.hidden, backward=2.0),
             Op("loss", "head", "stream", tokens, m.vocab / tp, 1.0, bytes=logits_bytes, backward=1.0)]
+
+
+def mtp_projection_ops(m, tokens, tp) -> list:
+    """A multi-token-prediction module's own ops besides its transformer layer and output head: the
+    norms of the embedding and of the hidden state, their concatenation and eh_proj, the 2h -> h
+    projection split over TP by its output (Megatron-Core MultiTokenPredictionLayer: enorm, hnorm,
+    torch.cat, column-parallel eh_proj; megatron/core/transformer/multi_token_prediction.py
+    @d98e8a64dd). Streams: each norm reads and writes h, the cat reads and writes 2h, 16-bit."""
+    return [Op("mtp_eh_proj", "head", "gemm", tokens, m.hidden / tp, 2.0 * m.hidden, low_precision=True),
+            Op("mtp_norms", "head", "stream", tokens, m.hidden, 1.0, bytes=tokens * 8.0 * m.hidden * ACT_BYTES, backward=1.0)]
 
 
 def serving_head_op(m, seqs, tp) -> Op:

@@ -26,6 +26,7 @@ from dse import catalog, schema
 from dse.columns import divides, first_failure, not_positive_integers, only_where
 from dse.perf import adapters as A
 from dse.perf import dataparallel as D
+from dse.perf import expert_passes as E
 from dse.perf import host as H
 from dse.perf import layer as L
 from dse.perf import memory as M
@@ -87,16 +88,7 @@ class Layer:
         if np.any(m.is_moe):
             ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full, per_expert_gemms=True,
                              expert_operand=expert_operand, expert_gemm_efficiency=w["expert_gemm_efficiency"])
-            # GPT-OSS's expert extras where the framework runs them unfused (Megatron-Core)
-            bias = moe * m.expert_bias * w["expert_bias_unfused"]
-            clamp = moe * m.expert_clamp * w["expert_clamp_unfused"]
-            # the all-to-all dispatcher sorts the received rows by local expert and back
-            sort = moe * ((w["moe_dispatcher"] == 0) & (m.experts / ep > 1))
-            if np.any(bias) or np.any(clamp) or np.any(sort):
-                load = L.busiest_rank_load(m, busiest, ep) * full
-                ops += [L.expert_bias_op(m, experts, (bias * load).astype(np.float32)),
-                        L.expert_clamp_op(m, experts, (clamp * load).astype(np.float32)),
-                        L.expert_sort_op(m, experts, (sort * load).astype(np.float32))]
+            ops += E.framework_passes(m, w, experts, moe, L.busiest_rank_load(m, busiest, ep) * full, ep)
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
         ops.append(X.rope_op(m, s, (m.yarn_rope > 0) & w["yarn_rope_unfused"]))
         if not np.all(flash):
@@ -146,6 +138,8 @@ class Layer:
         logits, loss = L.training_head_ops(m, s.tokens, tp)
         self.logits = R.op_time_s(logits, rates)
         self.head = 2 * self.logits + wgrad_share * R.wgrad_s(logits, rates) + 2 * R.op_time_s(loss, rates)
+        proj, norms = L.mtp_projection_ops(m, s.tokens, tp)   # an MTP module's projection, forward and backward
+        self.mtp_proj = 2 * R.op_time_s(proj, rates) + wgrad_share * R.wgrad_s(proj, rates) + 2 * R.op_time_s(norms, rates)
         self.tokens, self.blocks = s.tokens, m.blocks_per_layer   # sub-blocks per layer (2 in a transformer)
         self.dense_share = dense
         reruns = RE.rerun_stream_ops(m, s, experts, moe, hidden_split, w["remat_by_name"])
@@ -309,7 +303,7 @@ class SlowestStage:
         cp_layer = cp_fwd + cp_bwd + np.where(full, cp_fwd, 0.0)
         per_layer = layer.fwd + layer.bwd + recompute_layer + tp_layer + cp_layer + ep_layer + sync_layer
         mtp = w["mtp_layers"] * 2.0 / np.maximum(m.blocks_per_layer, 1e-6)
-        heads = (1.0 + w["mtp_layers"]) * layer.head
+        heads = (1.0 + w["mtp_layers"]) * layer.head + w["mtp_layers"] * layer.mtp_proj
         self.layers, on_last, self.most_layers = P.stage_layout(m.layers, pp, vp, per_layer, heads + mtp * per_layer)
         decoder = self.layers + on_last * mtp   # the transformer layers the slowest stage runs
         self.compute = decoder * (layer.fwd + layer.bwd) + on_last * heads
