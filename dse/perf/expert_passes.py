@@ -4,7 +4,7 @@ its all-to-all dispatcher's sort by local expert. Each is one stream op over eve
 the GPU, its bytes per element from dse/catalog/constants.csv."""
 import numpy as np
 
-from dse import catalog
+from dse import catalog, schema
 from dse.perf.layer import Op, Shape
 
 K = catalog.constants()
@@ -17,7 +17,8 @@ def framework_passes(m, w, experts: Shape, moe_share, load, ep) -> list:
     routed rows over the mean, times the capacity's token scale."""
     bias = moe_share * m.expert_bias * w["expert_bias_unfused"]
     clamp = moe_share * m.expert_clamp * w["expert_clamp_unfused"]
-    sort = moe_share * ((w["moe_dispatcher"] == 0) & (m.experts / ep > 1))
+    all_to_all = w["moe_dispatcher"] == schema.enum_code("moe_dispatcher", "alltoall")
+    sort = moe_share * (all_to_all & (m.experts / ep > 1))
     if not (np.any(bias) or np.any(clamp) or np.any(sort)):
         return []
     return [expert_bias_op(m, experts, (bias * load).astype(np.float32)),

@@ -9,6 +9,12 @@ from dse.perf import layer as L
 K = catalog.constants()
 
 
+def static_expert_sizes(w):
+    """Rows whose routed experts run padded to a fixed capacity: their sizes are known before the
+    step, so neither the host's sync on the token counts nor its per-expert launches are needed."""
+    return (w["moe_capacity_factor"] > 0) & w["moe_pad_to_capacity"]
+
+
 def host_time(m, w, ep):
     """Host (CPU) time to launch one layer's forward and backward, on average over the layers: the
     eager part of the layer (none of it under CUDA graphs) and the routed experts, which stay eager
@@ -18,7 +24,7 @@ def host_time(m, w, ep):
     eager = np.where(w["cuda_graphs"], 0.0, w["host_layer_s"])
     expert = w["host_expert_s"]
     if np.any(w["moe_capacity_factor"] > 0):
-        expert = np.where(w["cuda_graphs"] & (w["moe_capacity_factor"] > 0) & w["moe_pad_to_capacity"], 0.0, expert)
+        expert = np.where(w["cuda_graphs"] & static_expert_sizes(w), 0.0, expert)
     return eager + moe * m.experts / ep * expert
 
 
@@ -34,9 +40,8 @@ def sync_wait_s(m, w, ep, layer, ep_fwd):
     padded to a fixed capacity (static sizes) or under the all-to-all overlap schedule (the other
     micro-batch's queued backward keeps the GPU busy)."""
     _, moe = L.layer_shares(m)
-    static = (w["moe_capacity_factor"] > 0) & w["moe_pad_to_capacity"]
     launch = moe * m.experts / ep * w["host_expert_s"] * K["host_expert_forward_share"]
-    return np.where(m.is_moe & ~static & ~w["moe_a2a_overlap"], np.maximum(launch - layer.moe_fwd - ep_fwd, 0.0), 0.0)
+    return np.where(m.is_moe & ~static_expert_sizes(w) & ~w["moe_a2a_overlap"], np.maximum(launch - layer.moe_fwd - ep_fwd, 0.0), 0.0)
 
 
 def host_chunk_time(m, w):
