@@ -143,3 +143,38 @@ def test_maxtext_llama2_70b_bf16_rows_with_their_recipes_remat_policy():
     from dse.validate import training_results
     rows = training_results().set_index("id").loc[[f"T0{i}" for i in range(188, 194)]]
     assert (rows["error_pct"].abs() < 3).all(), rows[["measured", "predicted", "error_pct"]]
+
+
+# ---- torchtitan's per-op selective checkpointing (recompute 'op') --------------------------------------
+TITAN_JOB = dict(model="llama3.1-8b", system="h200", framework="torchtitan", precision="bf16", gpus=8, tp=1, pp=1,
+                 dp=8, zero=3, micro_batch=2, global_batch=16, seq_len=8192)
+
+
+def test_per_op_checkpointing_reruns_wk_wo_and_w3_of_each_layer():
+    # torchtitan saves every odd matmul of a block (wq, wv, w1, w2) and re-runs the even ones (wk, wo,
+    # w3) with the element-wise ops: the extra FLOPs are those three GEMMs of every layer, from the
+    # Llama 3.1 8B config (h 4096, 8 KV heads of 128, FFN 14336, 32 layers), nothing else
+    out = dse.evaluate_training(pd.DataFrame([{**TITAN_JOB, "recompute": r} for r in ("none", "op")]))
+    none, op = out.iloc[0], out.iloc[1]
+    tokens, h = 16 * 8192, 4096
+    wk_wo_w3 = 32 * 2.0 * tokens * h * (8 * 128 + h + 14336)
+    assert op["hardware_flops_per_step"] - op["model_flops_per_step"] == pytest.approx(wk_wo_w3, rel=1e-6)
+    assert none["hardware_flops_per_step"] == pytest.approx(none["model_flops_per_step"], rel=1e-9)
+
+
+@pytest.mark.parametrize("model", ["llama3.1-8b", "qwen3-30b-a3b", "deepseek-v3", "gpt3-175b"])
+def test_per_op_checkpointing_sits_between_none_and_full(model):
+    job = {**TITAN_JOB, "model": model, "gpus": 64, "dp": 64, "global_batch": 64, "micro_batch": 1, "seq_len": 4096}
+    out = dse.evaluate_training(pd.DataFrame([{**job, "recompute": r} for r in ("none", "op", "full")]))
+    none, op, full = (out.iloc[i] for i in range(3))
+    assert none["activations_bytes"] > op["activations_bytes"] > full["activations_bytes"]
+    assert none["recompute_s"] < op["recompute_s"] < full["recompute_s"]
+
+
+def test_per_op_checkpointing_memory_matches_torchtitans_h200_benchmark():
+    # torchtitan benchmarks/llama3-8b_h200_202506_trainy-whitefiber.md: Llama 3.1 8B, FSDP over 32 H200,
+    # local batch 2 x 8192, per-op checkpointing, float8 linears: 47.96 GiB per GPU (allocator peak, which
+    # also holds the caching allocator's slack and the logits' FP32 copy in the loss)
+    row = dse.evaluate_training(pd.DataFrame([{**TITAN_JOB, "gpus": 32, "dp": 32, "global_batch": 64,
+                                               "precision": "fp8", "recompute": "op"}])).iloc[0]
+    assert row["mem_per_gpu_bytes"] / 2**30 == pytest.approx(47.96, rel=0.15)

@@ -85,7 +85,26 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     per_token = np.where(recompute == 0, per_token + scores / tp,
                          np.where(recompute == 2, 2.0 * h / rep_div,
                                   per_token + np.where(on(RE.CORE_ATTN) & ~flash, 0.0, scores) / tp))
+    if np.any(recompute == 3):
+        per_token = np.where(recompute == 3, op_sac_bytes_per_token(model, moe_fraction, scores, tp, rep_div), per_token)
     return per_token * micro_batch * seq_local
+
+
+def op_sac_bytes_per_token(model, moe_fraction, scores, tp, rep_div):
+    """Bytes per token a layer stores under torchtitan's per-op checkpointing (recompute 'op',
+    dse.perf.recompute): its input and the outputs of the ops it saves, 16-bit (a low-precision
+    GEMM's output is 16-bit too), the rest re-run. The odd matmuls: after GQA wq and wv, after MLA
+    with a query LoRA wq_a, wkv_a and wo; the MLP's w1 and w2 (gated) or fc1 after GQA, w3 or fc2
+    after MLA; a shared expert likewise. The attention output with its log-sum-exp (`scores`), and
+    the expert-parallel exchange's received rows each way (all_to_all_single is saved)."""
+    h, mla = model.hidden, np.asarray(model.is_mla, dtype=bool)
+    gated = model.mlp_mats > 2
+    attention = np.where(mla, model.q_lora + model.kv_lora + model.rope_dim + h, model.q_dim + model.v_dim) + model.o_dim
+    odd_mlp = lambda ffn: np.where(gated, np.where(mla, ffn, ffn + h), np.where(mla, h, ffn))   # noqa: E731
+    dense = (model.mlp_fraction - moe_fraction) * odd_mlp(model.ffn)
+    moe = moe_fraction * (2.0 * model.top_k * h + model.shared_experts * odd_mlp(model.moe_ffn))
+    sharded = 2.0 * (model.attention_fraction * attention + dense + moe) + scores
+    return 2.0 * h / rep_div + sharded / tp
 
 
 def recurrent_activation_elements(model, saved_operand_bytes=2.0):

@@ -24,6 +24,18 @@
     shared_experts  the shared experts' hidden activations, re-run as their GEMMs.
     moe             the whole MoE layer: router, dispatch, experts, combine (the expert-parallel
                     exchange runs again: dse.perf.training.ep_exposed).
+  op         torchtitan's per-op selective checkpointing (activation_checkpoint mode 'selective',
+             selective_ac_option 'op'): inside each layer's forward it saves the outputs of the
+             matmuls, attention, reduce-scatters and amax reductions (for low-precision scaling),
+             except every second matmul, and re-runs everything else in the backward
+             (pytorch/torchtitan e7c0cae, torchtitan/models/llama3/parallelize_llama.py _save_list
+             and _custom_policy; same policy at b5bcd76c6, torchtitan/distributed/activation_checkpoint.py
+             SelectiveAC). In a GQA layer the matmuls run wq, wk, wv, wo, w1, w3, w2, so wk, wo and w3
+             re-run (OP_SAC_SHARES); the router gate always re-runs (force_recompute_mm_shapes_by_fqns);
+             the routed experts' grouped GEMMs re-run (aten._grouped_mm is in no save list: neither
+             torchtitan's nor PyTorch's compute-intensive ops, torch/_functorch/partitioners.py);
+             the norms, RoPE, activations and residual adds re-run; the attention core and the
+             expert-parallel exchange (all_to_all_single, saved at b5bcd76c6) do not.
 """
 from __future__ import annotations
 
@@ -33,6 +45,7 @@ from dse.perf.layer import Op
 from dse.schema import RECOMPUTE_MODULES, module_bit
 
 CORE_ATTN, LAYERNORM, MLA_UP_PROJ, MOE_ACT, MLP, MOE, SHARED_EXPERTS, MLP_UP = (module_bit(n) for n in RECOMPUTE_MODULES)
+OP_SAC = 1 << len(RECOMPUTE_MODULES)   # recompute 'op': a policy over ops, not a Megatron module
 
 # the forward ops of the inventory (dse.perf.layer, dse.perf.mixers) each module re-runs
 RERUN_OPS = {
@@ -47,13 +60,38 @@ RERUN_OPS = {
 }
 
 
+
+
+def op_sac_shares(m) -> dict:
+    """Share of each forward op torchtitan's per-op policy re-runs (op name -> share), the even
+    matmuls in a layer's forward order. GQA attention runs wq, wk, wv, wo: of the fused Q/K/V
+    projection the K part and the out projection re-run. MLA with a query LoRA (DeepSeek-V3's
+    wq_a, wq_b, wkv_a, wkv_b, wo) re-runs its two up projections and leaves the MLP starting on an
+    even count. The MLP then runs w1, w3, w2 (gated) or fc1, fc2: after GQA w3 or fc2 re-run, after
+    MLA w1 and w2 or fc1; a shared expert likewise (the router gate, always re-run, and the grouped
+    GEMMs are not counted). The router, the routed experts, RoPE and the element-wise ops re-run
+    whole."""
+    mla = np.asarray(m.is_mla, dtype=bool)
+    gated = m.mlp_mats > 2
+    wk = m.kv_dim / (m.q_dim * (1.0 + m.output_gate) + m.kv_dim + m.v_dim)
+    up = np.where(gated, 0.5, np.where(mla, 1.0, 0.0))     # w3 (after GQA) or w1 (after MLA) of two; fc1
+    down = np.where(gated, np.where(mla, 1.0, 0.0), np.where(mla, 0.0, 1.0))
+    return {"qkv_proj": wk, "attn_out_proj": np.where(mla, 0.0, 1.0), "mla_q_up": 1.0, "mla_kv_up": 1.0,
+            "mlp_up_gate": up, "mlp_down": down, "shared_expert_up_gate": up, "shared_expert_down": down,
+            "router": 1.0, "experts": 1.0, "rope": 1.0, "elementwise": 1.0}
+
+
+OP_SAC_NAMES = ("qkv_proj", "attn_out_proj", "mla_q_up", "mla_kv_up", "mlp_up_gate", "mlp_down",
+                "shared_expert_up_gate", "shared_expert_down", "router", "experts", "rope", "elementwise")
+
 # the op names any module re-runs: all a layer needs to keep of its forward times and FLOPs
-RERUN_NAMES = frozenset(name for names in RERUN_OPS.values() for name in names)
+RERUN_NAMES = frozenset([name for names in RERUN_OPS.values() for name in names] + list(OP_SAC_NAMES))
 
 
 def selected(recompute, modules):
-    """The module bits each row re-runs: its recompute_modules under selective recompute, else 0."""
-    return np.where(recompute == 1, modules, 0)
+    """The module bits each row re-runs: its recompute_modules under selective recompute, OP_SAC
+    under torchtitan's per-op policy, else 0."""
+    return np.where(recompute == 1, modules, np.where(recompute == 3, OP_SAC, 0))
 
 
 def modules_on(chosen, bit):
@@ -81,10 +119,13 @@ def rerun_stream_ops(m, s, experts, moe_share, hidden_split, by_name=False) -> d
             MOE_ACT: Op("moe_act_rerun", "elementwise", "stream", bytes=act)}
 
 
-def by_module(per_op: dict, streams: dict | None = None) -> dict:
+def by_module(per_op: dict, streams: dict | None = None, op_shares: dict | None = None) -> dict:
     """Seconds or FLOPs each module re-runs (bit -> value) from a layer's values by op name, plus the
-    element-wise kernels of `streams` (bit -> value): summed once per distinct layer, not per row."""
+    element-wise kernels of `streams` (bit -> value), and the per-op policy's shares of its ops
+    (`op_shares`, op_sac_shares): summed once per distinct layer, not per row."""
     out = {bit: sum(per_op.get(n, 0.0) for n in names) for bit, names in RERUN_OPS.items()}
+    if op_shares is not None:
+        out[OP_SAC] = sum(share * per_op.get(name, 0.0) for name, share in op_shares.items())
     for bit, value in (streams or {}).items():
         out[bit] = out.get(bit, 0.0) + value
     return out

@@ -129,7 +129,11 @@ class Rates:
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
             experts = cls.of(hw, expert_precision, memory_efficiency, training=training, moe_min_latency=moe_min_latency,
                              moe_kernels=moe_kernels)
-        train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS} if training else None
+        train_attention = None
+        if training:   # cuDNN's fit; FlashAttention-2 where the framework runs it (attention_fa2), at its speed
+            train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS}
+            if "attention_fa2" in hw:   # a bare part (kernel tests) runs cuDNN's
+                train_attention["speed"] = np.where(np.asarray(hw["attention_fa2"], bool), hw["fa2_attention_speed"], 1.0)
         attention_forms = None if training else Columns(hw, AK.COLUMNS)
         mxfp4 = np.asarray(precision) == CODE["mxfp4"]
         moe_tiles = mxfp4 & (np.asarray(hw["moe_token_tiles_mxfp4"], float) > 0) if np.any(mxfp4) else False
@@ -293,7 +297,9 @@ def training_attention_s(op, r: Rates):
     training-attention fit (dse.perf.forms.training_attention: cuDNN's forward and backward kernels)
     each pass runs at its efficiency for the keys a query visits (the local sequence, a window, a
     document or a context-parallel chunk, whichever is shortest); elsewhere the prefill-derived
-    `attention_efficiency`, and the backward takes `op.backward` times the forward."""
+    `attention_efficiency`, and the backward takes `op.backward` times the forward. Both passes run
+    at the kernel's `speed` relative to that (FlashAttention-2's where the framework runs it:
+    fa2_attention_speed; 1 for cuDNN's)."""
     compute, memory, _ = _op_sides_s(op, r)
     forward = np.maximum(compute, memory)
     p = r.train_attention
@@ -305,7 +311,7 @@ def training_attention_s(op, r: Rates):
 
     def slower(name):   # this pass's compute time over the prefill-derived one (1 where no fit)
         eff = TA.efficiency(keys, p[f"{name}_efficiency_max"], p[f"{name}_half_keys"]) * narrow
-        return np.where(fitted, r.attention_efficiency / np.where(fitted, eff, 1.0), 1.0)
+        return np.where(fitted, r.attention_efficiency / np.where(fitted, eff, 1.0), 1.0) / p.get("speed", 1.0)
     return np.maximum(compute * slower("fwd"), memory), op.backward * np.maximum(compute * slower("bwd"), memory)
 
 

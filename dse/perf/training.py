@@ -144,7 +144,8 @@ class Layer:
         self.dense_share = dense
         reruns = RE.rerun_stream_ops(m, s, experts, moe, hidden_split, w["remat_by_name"])
         streams = {bit: R.op_time_s(op, rates) for bit, op in reruns.items()}
-        self.rerun_s, self.rerun_flops = RE.by_module(op_fwd, streams), RE.by_module(op_flops)
+        shares = RE.op_sac_shares(m)
+        self.rerun_s, self.rerun_flops = RE.by_module(op_fwd, streams, shares), RE.by_module(op_flops, None, shares)
 
 
 def tp_comm(net, place, w, tp, layer, act_msg, gather_msg):
@@ -210,7 +211,7 @@ def ep_exposed(w, layer, ep_fwd, full):
 
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
-LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "precision", "expert_precision",
+LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "attention_fa2", "precision", "expert_precision",
               "expert_gemm_efficiency", "moe_imbalance",
               "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "adapter_modules", "document_tokens", "remat_by_name",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
