@@ -260,3 +260,17 @@ def test_a_share_of_what_the_weights_leave_never_caches_less_than_the_same_share
     of_whole, of_free = out["kv_capacity_seqs"].to_numpy(float)
     assert of_free >= of_whole
     assert out["fits"].iloc[1] or not out["fits"].iloc[0]
+
+
+def test_two_batch_overlap_streams_the_weights_twice_and_hides_the_exchange():
+    # SGLang's two-batch overlap runs the decode batch as two halves through every layer: at a small
+    # batch (weights-bound, little to hide) it is slower than one pass; at a large one over the network
+    # (DeepSeek-V3, EP 72 on H100: the exchange dominates) it is faster
+    base = dict(model="deepseek-v3", system="h100-sxm", framework="sglang", precision="fp8-block", kv_precision="bf16",
+                disaggregated=True, prefill_gpus=32, prefill_tp=1, prefill_ep=32, decode_gpus=72, tp=1, pp=1, ep=72,
+                experts=288, moe_dispatcher="flex", moe_imbalance=1.0, isl=2000, osl=1, max_num_tokens=16384)
+    rows = [dict(base, concurrency=c * 72, moe_a2a_overlap=o) for c in (2, 256) for o in (False, True)]
+    out = evaluate(rows)
+    small, small_tbo, large, large_tbo = out["iteration_s"]
+    assert small_tbo > small
+    assert large_tbo < large

@@ -60,7 +60,7 @@ from dse.columns import divides, first_failure, not_positive_integers, real
 from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf.bench_limits import engine_limits
-from dse.perf.collectives import Network, Placement, overlapped_s
+from dse.perf.collectives import LOW_LATENCY, Network, Placement, overlapped_s
 from dse.perf.inference import Pass, split_by_bound
 from dse.workload import Model
 
@@ -94,7 +94,11 @@ def merged_ops(decode_ops: list, prefill_ops: list) -> list:
 def stage_s(p: Pass, net: Network, place: Placement, decode_seqs, verify, prefill_seqs, isl, ctx, layers_per_stage, pp):
     """Seconds of one pass of one pipeline stage over `decode_seqs` sequences verifying `verify`
     tokens each at mean context `ctx` and `prefill_seqs` prompts of `isl` tokens (fractions
-    allowed: a chunk), with the TP all-reduces, the EP all-to-all and the engine's overhead."""
+    allowed: a chunk), with the TP all-reduces, the EP all-to-all and the engine's overhead. Under
+    the two-batch overlap (moe_a2a_overlap: SGLang's TBO, DeepSeek's dual micro-batch) the pass runs
+    as two micro-batches of half the sequences, each through every layer: each streams the weights
+    again, which a memory-bound decode pays (SGLang's two_batch_overlap.py splits the batch, not the
+    layers)."""
     m, tp, ep = p.m, p.tp, p.ep
     dec = L.Shape(decode_seqs, verify, ctx, tp, ep)
     pre = L.Shape(prefill_seqs, isl, isl, tp, ep)
@@ -105,6 +109,11 @@ def stage_s(p: Pass, net: Network, place: Placement, decode_seqs, verify, prefil
     act_msg = tokens * m.hidden * M.ACT_BYTES
     all_reduce = np.where(tp > 1, net.all_reduce_s(tp, place.tp_in, act_msg), 0.0)
     kernels = (compute + memory) * layers_per_stage
+    overlap = np.asarray(p.hw["moe_a2a_overlap"], bool) & (p.a2a > 1)
+    if np.any(overlap):   # two micro-batches of half the sequences, each through every layer
+        halves = split_by_bound(merged_ops(p.ops(L.Shape(decode_seqs / 2.0, verify, ctx, tp, ep), True),
+                                           p.ops(L.Shape(prefill_seqs / 2.0, isl, isl, tp, ep), False)), rates)
+        kernels = np.where(overlap, 2.0 * (halves[0] + halves[1]) * layers_per_stage, kernels)
     decode_only = np.asarray(prefill_seqs) <= 0
     experts = (expert_exchange_s(p, net, place, tokens, layers_per_stage, kernels, decode_only)
                if np.any(p.a2a > 1) else 0.0)
@@ -121,11 +130,12 @@ def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_pe
     other computation where the engine overlaps them (`moe_a2a_overlap`: SGLang's two-batch overlap).
     A pass of decode tokens alone runs DeepEP's low-latency kernels (SGLang's deepep_mode auto,
     vLLM's decode pools): each routed copy goes straight to its expert's GPU over RDMA, with no
-    per-domain deduplication and forwarding, so its volume is the all-to-all's."""
+    per-domain deduplication and forwarding, so its volume is the all-to-all's, every peer written at
+    once (Network.low_latency_exchange_s)."""
     m, ep, w = p.m, p.ep, p.hw
     flex = w["moe_dispatcher"] == 2
     element = np.where(flex, (p.expert_operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
-    dispatcher = np.where(flex & decode_only, 0, w["moe_dispatcher"])
+    dispatcher = np.where(flex & decode_only, LOW_LATENCY, w["moe_dispatcher"])
     token_bytes = tokens * m.expert_width * element / p.tp * L.busiest_rank_load(m, p.imbalance, ep)
     exchange = net.expert_exchange_s(p.a2a, place.ep_in, token_bytes, m.top_k, dispatcher,
                                      m.routed_groups, m.group_top_k)
