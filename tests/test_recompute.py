@@ -178,3 +178,15 @@ def test_per_op_checkpointing_memory_matches_torchtitans_h200_benchmark():
     row = dse.evaluate_training(pd.DataFrame([{**TITAN_JOB, "gpus": 32, "dp": 32, "global_batch": 64,
                                                "precision": "fp8", "recompute": "op"}])).iloc[0]
     assert row["mem_per_gpu_bytes"] / 2**30 == pytest.approx(47.96, rel=0.15)
+
+
+def test_per_op_shares_name_ops_of_the_inventory_and_stay_within_one():
+    from dse.perf import recompute as RE
+    from dse.workload import Model
+    from dse import resolve
+    cols = {"model": np.array(["deepseek-v3", "llama3.1-8b", "gpt3-175b"], dtype=object)}
+    resolve.model(cols)
+    shares = RE.op_sac_shares(Model(cols))
+    assert tuple(shares) == RE.OP_SAC_NAMES
+    for name, share in shares.items():
+        assert np.all((np.asarray(share) >= 0.0) & (np.asarray(share) <= 1.0)), name

@@ -31,7 +31,7 @@
              (pytorch/torchtitan e7c0cae, torchtitan/models/llama3/parallelize_llama.py _save_list
              and _custom_policy; same policy at b5bcd76c6, torchtitan/distributed/activation_checkpoint.py
              SelectiveAC). In a GQA layer the matmuls run wq, wk, wv, wo, w1, w3, w2, so wk, wo and w3
-             re-run (OP_SAC_SHARES); the router gate always re-runs (force_recompute_mm_shapes_by_fqns);
+             re-run (op_sac_shares); the router gate always re-runs (force_recompute_mm_shapes_by_fqns);
              the routed experts' grouped GEMMs re-run (aten._grouped_mm is in no save list: neither
              torchtitan's nor PyTorch's compute-intensive ops, torch/_functorch/partitioners.py);
              the norms, RoPE, activations and residual adds re-run; the attention core and the
@@ -60,8 +60,6 @@ RERUN_OPS = {
 }
 
 
-
-
 def op_sac_shares(m) -> dict:
     """Share of each forward op torchtitan's per-op policy re-runs (op name -> share), the even
     matmuls in a layer's forward order. GQA attention runs wq, wk, wv, wo: of the fused Q/K/V
@@ -81,6 +79,7 @@ def op_sac_shares(m) -> dict:
             "router": 1.0, "experts": 1.0, "rope": 1.0, "elementwise": 1.0}
 
 
+# the ops op_sac_shares names (a test keeps the two alike)
 OP_SAC_NAMES = ("qkv_proj", "attn_out_proj", "mla_q_up", "mla_kv_up", "mlp_up_gate", "mlp_down",
                 "shared_expert_up_gate", "shared_expert_down", "router", "experts", "rope", "elementwise")
 
