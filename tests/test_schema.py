@@ -146,6 +146,25 @@ def test_a_published_checkpoint_resolves_to_its_architecture(repo_id, model):
         catalog.resolve_model(repo_id.replace("/", "/Nope-"))
 
 
+@pytest.mark.parametrize("spelling, model", [
+    # as benchmark tables and papers print them: words apart, underscores, a release's own tags
+    ("DeepSeek R1", "deepseek-v3"), ("Qwen3 235B A22B", "qwen3-235b-a22b"), ("Llama 2 70B", "llama2-70b"),
+    ("Nemotron-H 56B", "nemotron-h-56b"), ("Nemotron 4 340B", "nemotron4-340b"), ("Grok 1", "grok-1"),
+    ("GPT-OSS 120B", "gpt-oss-120b"), ("LLAMA3_70B", "llama3.1-70b"), ("Mixtral 8x7B Instruct v0.1", "mixtral-8x7b"),
+    ("Llama 3.1 8B Instruct FP8", "llama3.1-8b"), ("DeepSeek-V3-0324", "deepseek-v3"), ("Kimi-K2-Thinking", "kimi-k2")])
+def test_a_printed_model_name_resolves_whatever_its_separators(spelling, model):
+    assert catalog.resolve_model(spelling) == model
+
+
+@pytest.mark.parametrize("spelling", [
+    "gpt-35b",              # a hyphen between two numbers separates them: not gpt3-5b
+    "Nemotron Nano 9B v2",  # dropping its version tag leaves a model dse does not have
+    "Llama 3.2 3B", "Qwen3-14B"])
+def test_a_model_dse_does_not_have_stays_unknown(spelling):
+    with pytest.raises(ConfigError, match="unknown model"):
+        catalog.resolve_model(spelling)
+
+
 @pytest.mark.parametrize("spelling, system", [
     ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA HGX H200 SXM 141GB HBM3e", "h200"), ("B200 192GB", "b200"),
     ("NVIDIA B200", "b200"), ("A100 SXM4 40GB", "a100-40gb"), ("A100 80GB", "a100-80gb")])

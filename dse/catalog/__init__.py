@@ -54,24 +54,46 @@ def aliases(kind: str) -> dict[str, str]:
 
 
 # A published checkpoint's name beyond its architecture's: the organisation of a Hugging Face repo
-# id, and the suffixes of tuned or quantized releases of the same weights' shapes (the number
-# format is the precision column's, not the model's)
-CHECKPOINT_SUFFIXES = ("-instruct", "-chat", "-hf", "-it", "-base", "-fp8", "-fp4", "-nvfp4", "-fp8-dynamic")
+# id, and the suffixes of tuned, reasoning or quantized releases of the same weights' shapes (the
+# number format is the precision column's, not the model's)
+CHECKPOINT_SUFFIXES = ("-instruct", "-chat", "-hf", "-it", "-base", "-thinking", "-fp8", "-fp4", "-nvfp4",
+                       "-mxfp4", "-bf16", "-fp8-dynamic", "-awq", "-gptq", "-int4", "-int8")
 RELEASE_TAG = re.compile(r"-(v\d+(\.\d+)*|\d{4})$")   # '-v0.1', a month code '-2507'
 
 
-def checkpoint_architecture(name: str) -> str:
-    """`name` (lower case) without a repo's organisation or a tuned/quantized release's suffixes:
-    'meta-llama/llama-3.1-8b-instruct' -> 'llama-3.1-8b'."""
-    name = name.rsplit("/", 1)[-1]
-    stripped = True
-    while stripped:
+def checkpoint_spellings(name: str):
+    """`name` (lower case) without a repo's organisation, spaces and underscores as hyphens, then
+    with its release tags and tuned/quantized suffixes dropped one at a time from the end, each
+    spelling in turn: 'meta-llama/Llama 3.1 8B Instruct FP8' -> 'llama-3.1-8b-instruct-fp8',
+    'llama-3.1-8b-instruct', 'llama-3.1-8b'. One at a time, because a tag may be the name's own
+    ('deepseek-v3-0324' is deepseek-v3, not 'deepseek')."""
+    name = re.sub(r"[\s_]+", "-", name.rsplit("/", 1)[-1].strip())
+    while True:
+        yield name
         release = RELEASE_TAG.search(name)
-        name, stripped = (name[: release.start()], True) if release else (name, False)
-        for suffix in CHECKPOINT_SUFFIXES:
-            if name.endswith(suffix) and len(name) > len(suffix):
-                name, stripped = name[: -len(suffix)], True
-    return name
+        suffix = next((s for s in CHECKPOINT_SUFFIXES if name.endswith(s) and len(name) > len(s)), None)
+        if release:
+            name = name[: release.start()]
+        elif suffix:
+            name = name[: -len(suffix)]
+        else:
+            return
+
+
+def compact(name: str) -> str:
+    """A name without the hyphens that do not separate two numbers: 'Qwen3 235B A22B' and
+    'qwen3-235b-a22b' spell one model, while 'gpt-35b' stays apart from 'gpt3-5b'."""
+    return re.sub(r"(?<!\d)-|-(?!\d)", "", name)
+
+
+@lru_cache(maxsize=None)
+def compact_aliases(kind: str) -> dict[str, str]:
+    """compact(name or alias, spaces and underscores as hyphens) -> catalog name, where that is
+    one name only (a spelling two catalog rows share resolves to neither)."""
+    index: dict[str, set[str]] = {}
+    for spelling, name in aliases(kind).items():
+        index.setdefault(compact(re.sub(r"[\s_]+", "-", spelling)), set()).add(name)
+    return {key: names.pop() for key, names in index.items() if len(names) == 1}
 
 
 # A part as vendors and clouds spell it beyond the catalog's aliases: the vendor's name first, the
@@ -108,8 +130,12 @@ def resolve(kind: str, value, field: str | None = None) -> str:
     key = str(value).strip().lower()
     if key in index:
         return index[key]
-    if kind == "model" and (architecture := checkpoint_architecture(key)) in index:
-        return index[architecture]
+    if kind == "model":
+        for spelling in checkpoint_spellings(key):
+            if spelling in index:
+                return index[spelling]
+            if compact(spelling) in compact_aliases(kind):
+                return compact_aliases(kind)[compact(spelling)]
     if kind == "system":
         for spelling, memory_gb in part_spellings(key):
             if spelling in index and _same_memory(index[spelling], memory_gb):
