@@ -169,13 +169,30 @@ def module_masks(cols: dict) -> np.ndarray:
     return np.asarray(table, dtype=np.int16)[np.where(codes < 0, len(table) - 1, codes)]
 
 
+def _bare(spelling: str) -> str:
+    """A spelling without its spaces, hyphens, underscores and brackets: 'FP8_CS', 'fp8 cs' and
+    'FP8-CS' are one value, as are 'FP8 (block)' and 'fp8-block'."""
+    return re.sub(r"[\s_\-()]+", "", spelling)
+
+
+@lru_cache(maxsize=None)
+def _bare_aliases(name: str) -> dict[str, int]:
+    """_bare(spelling) -> code for one enumeration, where that is one code only."""
+    codes: dict[str, set[int]] = {}
+    for spelling, code in ENUM_ALIASES[name].items():
+        codes.setdefault(_bare(spelling), set()).add(code)
+    return {bare: found.pop() for bare, found in codes.items() if len(found) == 1}
+
+
 def enum_code(name: str, value) -> int:
     """Integer code of one spelling of an enumeration value; ConfigError naming the choices."""
     key = str(value).strip().lower()
     table = ENUM_ALIASES[name]
-    if key not in table:
-        raise ConfigError(f"{name}: unknown value '{value}'; use one of {', '.join(ENUMS[name])}")
-    return table[key]
+    if key in table:
+        return table[key]
+    if _bare(key) in _bare_aliases(name):
+        return _bare_aliases(name)[_bare(key)]
+    raise ConfigError(f"{name}: unknown value '{value}'; use one of {', '.join(ENUMS[name])}")
 
 
 def _value_codes(name: str, v, fill, blank=()) -> np.ndarray:

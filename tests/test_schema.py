@@ -230,3 +230,17 @@ def test_dse_train_takes_a_framework_and_prints_json(capsys):
 def test_a_result_out_of_numeric_range_is_infeasible_not_nan():
     out = one(dse.evaluate_training, **{**TRAIN, "global_batch": 2.0 ** 125})
     assert not out["fits"][0] and int(out["infeasible_code"][0]) == schema.REASON_CODE["overflow"]
+
+
+@pytest.mark.parametrize("column, spelling, value", [
+    # as frameworks and tables print them: underscores, spaces and brackets are not part of a value
+    ("precision", "FP8_CS", "fp8"), ("precision", "fp8 (block)", "fp8-block"), ("precision", "FP8-DS", "fp8"),
+    ("precision", "tensorwise", "fp8"), ("precision", "blockwise", "fp8-block"), ("moe_dispatcher", "All_to_All", "alltoall"),
+    ("moe_dispatcher", "Hybrid EP", "flex"), ("pp_schedule", "dual_pipe", "dualpipe"), ("cp_comm", "a2a + p2p", "a2a+p2p")])
+def test_an_enumeration_value_resolves_whatever_its_separators(column, spelling, value):
+    assert schema.enum_code(column, spelling) == schema.ENUMS[column].index(value)
+
+
+def test_an_unknown_enumeration_value_names_the_choices():
+    with pytest.raises(ConfigError, match="precision: unknown value 'int8'; use one of bf16, fp8"):
+        schema.enum_code("precision", "int8")
