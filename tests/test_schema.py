@@ -156,6 +156,13 @@ def test_a_printed_model_name_resolves_whatever_its_separators(spelling, model):
     assert catalog.resolve_model(spelling) == model
 
 
+@pytest.mark.parametrize("kind, spelling, name", [
+    ("framework", "megatron_bridge", "megatron-bridge"), ("framework", "TensorRT LLM", "tensorrt-llm"),
+    ("framework", "Megatron Core", "megatron-core"), ("network", "ib ndr", "ib-ndr")])
+def test_every_catalog_reads_spaces_and_underscores_as_hyphens(kind, spelling, name):
+    assert catalog.resolve(kind, spelling) == name
+
+
 @pytest.mark.parametrize("spelling", [
     "gpt-35b",              # a hyphen between two numbers separates them: not gpt3-5b
     "Nemotron Nano 9B v2",  # dropping its version tag leaves a model dse does not have

@@ -130,12 +130,12 @@ def resolve(kind: str, value, field: str | None = None) -> str:
     key = str(value).strip().lower()
     if key in index:
         return index[key]
-    if kind == "model":
-        for spelling in checkpoint_spellings(key):
-            if spelling in index:
-                return index[spelling]
-            if compact(spelling) in compact_aliases(kind):
-                return compact_aliases(kind)[compact(spelling)]
+    spellings = checkpoint_spellings(key) if kind == "model" else [re.sub(r"[\s_]+", "-", key)]
+    for spelling in spellings:
+        if spelling in index:
+            return index[spelling]
+        if compact(spelling) in compact_aliases(kind):
+            return compact_aliases(kind)[compact(spelling)]
     if kind == "system":
         for spelling, memory_gb in part_spellings(key):
             if spelling in index and _same_memory(index[spelling], memory_gb):
