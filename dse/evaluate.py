@@ -136,7 +136,7 @@ def training_inputs(work: dict, n: int) -> dict:
     precision = schema.enum_codes(work, "precision")
     out.update(precision=precision, expert_precision=schema.expert_precision_codes(work, precision),
                recompute=_setting(work, "recompute", "code"),
-               recompute_modules=schema.module_masks(work),
+               recompute_modules=schema.module_masks(work), offload_modules=schema.module_masks(work, "offload_modules"),
                sp=_sequence_parallel(work, tp), topology_code=schema.enum_codes(work, "topology"),
                zero=_setting(work, "zero", "float"), moe_imbalance=_setting(work, "moe_imbalance", "float"),
                moe_capacity_factor=_setting(work, "moe_capacity_factor", "float"),

@@ -137,35 +137,48 @@ RECOMPUTE_MODULE_ALIASES = {**{name: name for name in RECOMPUTE_MODULES}, "core_
                             "shared_expert": "shared_experts", "mlpwi": "mlp_up", "mlp_fc1": "mlp_up"}
 
 
-def module_bit(name: str) -> int:
-    return 1 << RECOMPUTE_MODULES.index(name)
+# Megatron-Core's fine-grained activation offloading (--offload-modules): each module's input goes to
+# host memory in the forward and comes back before its backward (docs/user-guide/features/
+# fine_grained_activation_offloading.md @d98e8a64dd); a blank list offloads nothing.
+OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
+# per module-list column: its names, their spellings, the names a blank value means
+MODULE_LISTS = {
+    "recompute_modules": (RECOMPUTE_MODULES, RECOMPUTE_MODULE_ALIASES, ("core_attn",)),
+    "offload_modules": (OFFLOAD_MODULES, {**{name: name for name in OFFLOAD_MODULES}, "none": None}, ()),
+}
 
 
-def module_mask(value) -> int:
-    """Bit mask of one recompute_modules value: names separated by commas, spaces, '+' or ';'."""
+def module_bit(name: str, column: str = "recompute_modules") -> int:
+    return 1 << MODULE_LISTS[column][0].index(name)
+
+
+def module_mask(value, column: str = "recompute_modules") -> int:
+    """Bit mask of one module-list value (recompute_modules, offload_modules): names separated by
+    commas, spaces, '+' or ';'; a blank value is the column's default."""
+    names, spellings, blank = MODULE_LISTS[column]
     words = [w for w in re.split(r"[\s,;+\[\]'\"]+", str(value).strip().lower()) if w]
     if not words or words == ["nan"]:
-        words = ["core_attn"]
+        words = list(blank)
     mask = 0
     for word in words:
-        if word not in RECOMPUTE_MODULE_ALIASES:
-            raise ConfigError(f"recompute_modules: unknown module '{word}'; use names from "
-                              f"{', '.join(RECOMPUTE_MODULES)} separated by commas")
-        mask |= module_bit(RECOMPUTE_MODULE_ALIASES[word])
+        if word not in spellings:
+            raise ConfigError(f"{column}: unknown module '{word}'; use names from "
+                              f"{', '.join(names)} separated by commas")
+        mask |= 0 if spellings[word] is None else module_bit(spellings[word], column)
     return mask
 
 
-def module_masks(cols: dict) -> np.ndarray:
-    """recompute_modules of a batch as bit masks (int16); Megatron-Core's default where absent."""
+def module_masks(cols: dict, column: str = "recompute_modules") -> np.ndarray:
+    """A module-list column of a batch as bit masks (int16); the column's default where absent."""
     from dse.columns import categories, length
-    n = length(cols)
-    if "recompute_modules" not in cols:
-        return np.full(n, module_bit("core_attn"), dtype=np.int16)
-    v = cols["recompute_modules"]
+    blank = module_mask("", column)
+    if column not in cols:
+        return np.full(length(cols), blank, dtype=np.int16)
+    v = cols[column]
     if not hasattr(v, "categories") and np.asarray(v).dtype.kind in "iu":
         return np.asarray(v, dtype=np.int16)
     codes, uniques = categories(v)
-    table = [module_mask(u) for u in uniques] + [module_bit("core_attn")]
+    table = [module_mask(u, column) for u in uniques] + [blank]
     return np.asarray(table, dtype=np.int16)[np.where(codes < 0, len(table) - 1, codes)]
 
 

@@ -82,3 +82,52 @@ def test_cli_offload_layers(capsys):
     assert main(args + ["--offload-layers", "-3"]) == 2
     err = capsys.readouterr().err
     assert "offload_layers" in err and len(err.strip().splitlines()) == 1
+
+
+# Fine-grained activation offloading (Megatron-Core --offload-modules): the ModelZoo's Qwen3-235B GB200
+# recipe (yanring/Megatron-MoE-ModelZoo best_practice/qwen3, row MZ016: 256 GPUs, PP 4 x VP 6, EP 64,
+# micro-batch 3, selective recompute of moe_act and layernorm, --offload-modules expert_fc1 moe_act)
+MZ_GB200 = dict(model="qwen3-235b-a22b", system="gb200", gpus=256, tp=1, pp=4, vp=6, ep=64, micro_batch=3,
+                global_batch=3072, seq_len=4096, recompute="selective", recompute_modules="moe_act,layernorm",
+                framework="megatron-core")
+ALL_MODULES = "attn_norm,qkv_linear,core_attn,attn_proj,mlp_norm,expert_fc1,moe_act"
+
+
+def test_the_modelzoo_recipe_fits_with_the_modules_it_offloads_and_not_without():
+    out = train([MZ_GB200, dict(MZ_GB200, offload_modules="expert_fc1,moe_act")])
+    assert list(out["fits"]) == [False, True]
+    # the experts' inputs are most of what a fine-grained MoE layer stores
+    assert out["activations_bytes"][1] < 0.5 * out["activations_bytes"][0]
+
+
+def test_each_offloaded_module_frees_memory_and_a_blank_list_offloads_nothing():
+    lists = ["", "expert_fc1", "expert_fc1,moe_act", "core_attn,attn_proj,expert_fc1,moe_act", ALL_MODULES]
+    out = train([MZ_GB200] + [dict(MZ_GB200, offload_modules=v) for v in lists])
+    stored = out["activations_bytes"].to_numpy()
+    assert stored[1] == stored[0]
+    assert np.all(np.diff(stored[1:]) < 0) and stored[-1] > 0
+
+
+def test_expert_modules_of_a_dense_model_and_modules_of_full_recompute_offload_nothing():
+    dense = dict(model="llama3.1-8b", system="h100-sxm", gpus=8, tp=1, pp=1, micro_batch=1, global_batch=8,
+                 recompute="selective")
+    out = train([dense, dict(dense, offload_modules="expert_fc1,moe_act"),
+                 dict(dense, recompute="full"), dict(dense, recompute="full", offload_modules=ALL_MODULES)])
+    assert out["activations_bytes"][1] == out["activations_bytes"][0]
+    assert out["activations_bytes"][3] == out["activations_bytes"][2]
+    assert (out["offload_s"][[1, 3]] == 0).all()
+
+
+def test_the_copies_hide_behind_the_layers_on_nvlink_c2c_and_not_on_pcie():
+    # GB200's 450 GB/s NVLink-C2C carries the experts' inputs while the layers compute; H100's PCIe
+    # Gen5 x16 (64 GB/s per direction) does not, and a slower link exposes more
+    rows = [dict(MZ_GB200, offload_modules="expert_fc1,moe_act"),
+            dict(MZ_GB200, offload_modules="expert_fc1,moe_act", system="h100-sxm"),
+            dict(MZ_GB200, offload_modules="expert_fc1,moe_act", system="h100-sxm", host_link_bandwidth_bytes_per_s=32e9)]
+    exposed = train(rows)["offload_s"].to_numpy()
+    assert exposed[0] == 0 and 0 < exposed[1] < exposed[2]
+
+
+def test_an_unknown_offload_module_is_refused_by_name():
+    with pytest.raises(dse.ConfigError, match="offload_modules: unknown module 'moe_fc1'"):
+        train([dict(MZ_GB200, offload_modules="moe_fc1")])

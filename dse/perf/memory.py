@@ -133,6 +133,37 @@ def recurrent_activation_elements(model, saved_operand_bytes=2.0):
     return stored
 
 
+def offloaded_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, chosen, offload, moe_fraction,
+                              saved_operand_bytes=2.0, expert_operand_bytes=None):
+    """Bytes of one layer's stored activations, for one micro-batch on one GPU, that fine-grained
+    activation offloading (`offload`: the offload_modules bits) keeps in host memory: each module's
+    input as activation_bytes_per_layer stores it. attn_norm and mlp_norm their sub-block's 16-bit
+    input, qkv_linear the norm's output (nothing where layernorm is recomputed), core_attn Q, K and V,
+    attn_proj the attention output, expert_fc1 the routed copies of the tokens, moe_act the experts'
+    up-projection outputs (nothing where the whole MoE block is recomputed). None under full or
+    per-op recompute, which keep no module inputs (Megatron-Core fine_grained_activation_offload.py
+    hooks the modules' forward inputs; docs/user-guide/features/fine_grained_activation_offloading.md
+    @d98e8a64dd)."""
+    from dse.schema import module_bit
+
+    def off(name):
+        return (offload & module_bit(name, "offload_modules")) != 0
+    q = saved_operand_bytes
+    q_expert = q if expert_operand_bytes is None else expert_operand_bytes
+    h, attention = model.hidden, model.attention_fraction
+    kept = np.logical_not(RE.modules_on(chosen, RE.LAYERNORM))
+    replicated = (off("attn_norm") * 2.0 * attention + off("qkv_linear") * kept * q * attention
+                  + off("mlp_norm") * 2.0 * model.mlp_fraction) * h
+    qkv = model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim
+    qkv = qkv * np.where(RE.modules_on(chosen, RE.MLA_UP_PROJ) & model.is_mla, 0.0, 1.0)
+    sharded = attention * 2.0 * (off("core_attn") * qkv + off("attn_proj") * model.o_dim)
+    routed = model.top_k * (off("expert_fc1") * q_expert * model.expert_width
+                            + off("moe_act") * (model.mlp_mats - 1) * 2.0 * model.moe_ffn)
+    sharded = sharded + moe_fraction * np.where(RE.modules_on(chosen, RE.MOE), 0.0, routed)
+    per_token = replicated / np.where(sp, tp, 1.0) + sharded / tp
+    return np.where((recompute == 2) | (recompute == 3), 0.0, per_token * micro_batch * seq_local)
+
+
 def inflight_layers(layers, pp, vp, microbatches):
     """Layers' worth of activations the first pipeline stage holds (1F1B: p micro-batches of
     L/p layers; interleaved: times 1 + (p-1)/(p v)); fewer when there are fewer micro-batches."""

@@ -252,16 +252,26 @@ def layer_activation_bytes(m, w, chosen, tp, cp, b):
 
 def activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer):
     """(activation bytes per GPU, exposed offload seconds per step): the in-flight micro-batches'
-    stored layer activations less the offloaded layers' (and the logits on a single stage), and the
-    host-link copies of the offloaded layers that outlast the layers' compute."""
+    stored layer activations less what goes to host memory (whole layers, offload_layers; or the
+    offload_modules' inputs of every in-flight layer but the last forward one, whose backward comes
+    first: Megatron-Core keeps that group on the GPU so the reload does not stall), plus the logits
+    on a single stage; and the host-link copies that outlast the layers' compute."""
     act_layer = layer_activation_bytes(m, w, chosen, tp, cp, b)
-    offloading = w["offload_layers"] > 0
-    resident = M.inflight_layers(m.layers, pp, vp, microbatches)
-    resident = only_where(offloading, lambda: resident - np.minimum(w["offload_layers"], m.layers), resident)
+    link = w["host_link_bandwidth_bytes_per_s"] * K["host_link_efficiency"]
+    offloading, fine = w["offload_layers"] > 0, w["offload_modules"] != 0
+    inflight = M.inflight_layers(m.layers, pp, vp, microbatches)
+    resident = only_where(offloading, lambda: inflight - np.minimum(w["offload_layers"], m.layers), inflight)
     offload = only_where(offloading, lambda: microbatches * M.offload_exposed_s(
-        w["offload_layers"], act_layer, w["host_link_bandwidth_bytes_per_s"] * K["host_link_efficiency"],
-        m.layers, layer.fwd, layer.bwd), np.zeros(np.shape(offloading), np.float32))
-    return act_layer * resident + np.where(pp == 1, layer.tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0), offload
+        w["offload_layers"], act_layer, link, m.layers, layer.fwd, layer.bwd), np.zeros(np.shape(offloading), np.float32))
+    stored = act_layer * resident
+    if np.any(fine):
+        moved = M.offloaded_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"], chosen,
+                                            w["offload_modules"], L.layer_shares(m)[1],
+                                            L.GEMM_OPERAND_BYTES[w["precision"]], L.GEMM_OPERAND_BYTES[w["expert_precision"]])
+        stage = m.layers / pp
+        stored = stored - moved * np.maximum(inflight - 1.0, 0.0)
+        offload = offload + microbatches * M.offload_exposed_s(stage, moved, link, stage, layer.fwd, layer.bwd)
+    return stored + np.where(pp == 1, layer.tokens * m.vocab / tp * M.LOGITS_BYTES, 0.0), offload
 
 
 def optimizer_step_s(w, state, tp, cp, dp, ep, etp):
