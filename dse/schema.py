@@ -91,6 +91,7 @@ def check_known(cols, where: str = "input") -> None:
 
 
 # ---- enumerations: value spellings (lower case) and vendor aliases -> integer codes ----------
+from dse.catalog import unambiguous  # noqa: E402
 from dse.catalog.precision import NAMES as PRECISIONS, SPELLINGS as _PRECISION_ALIASES  # noqa: E402
 ENUMS = {
     "precision": PRECISIONS,
@@ -191,10 +192,7 @@ def _bare(spelling: str) -> str:
 @lru_cache(maxsize=None)
 def _bare_aliases(name: str) -> dict[str, int]:
     """_bare(spelling) -> code for one enumeration, where that is one code only."""
-    codes: dict[str, set[int]] = {}
-    for spelling, code in ENUM_ALIASES[name].items():
-        codes.setdefault(_bare(spelling), set()).add(code)
-    return {bare: found.pop() for bare, found in codes.items() if len(found) == 1}
+    return unambiguous(ENUM_ALIASES[name].items(), _bare)
 
 
 def enum_code(name: str, value) -> int:

@@ -61,13 +61,27 @@ CHECKPOINT_SUFFIXES = ("-instruct", "-chat", "-hf", "-it", "-base", "-thinking",
 RELEASE_TAG = re.compile(r"-(v\d+(\.\d+)*|\d{4})$")   # '-v0.1', a month code '-2507'
 
 
+def hyphenated(name: str) -> str:
+    """Spaces and underscores as hyphens: 'Llama 3.1_8B' -> 'Llama-3.1-8B'."""
+    return re.sub(r"[\s_]+", "-", name)
+
+
+def unambiguous(pairs, key) -> dict:
+    """key(spelling) -> value over (spelling, value) pairs, where the key holds one value only (a
+    key two values share maps to neither)."""
+    found: dict = {}
+    for spelling, value in pairs:
+        found.setdefault(key(spelling), set()).add(value)
+    return {k: values.pop() for k, values in found.items() if len(values) == 1}
+
+
 def checkpoint_spellings(name: str):
     """`name` (lower case) without a repo's organisation, spaces and underscores as hyphens, then
     with its release tags and tuned/quantized suffixes dropped one at a time from the end, each
     spelling in turn: 'meta-llama/Llama 3.1 8B Instruct FP8' -> 'llama-3.1-8b-instruct-fp8',
     'llama-3.1-8b-instruct', 'llama-3.1-8b'. One at a time, because a tag may be the name's own
     ('deepseek-v3-0324' is deepseek-v3, not 'deepseek')."""
-    name = re.sub(r"[\s_]+", "-", name.rsplit("/", 1)[-1].strip())
+    name = hyphenated(name.rsplit("/", 1)[-1].strip())
     while True:
         yield name
         release = RELEASE_TAG.search(name)
@@ -88,12 +102,8 @@ def compact(name: str) -> str:
 
 @lru_cache(maxsize=None)
 def compact_aliases(kind: str) -> dict[str, str]:
-    """compact(name or alias, spaces and underscores as hyphens) -> catalog name, where that is
-    one name only (a spelling two catalog rows share resolves to neither)."""
-    index: dict[str, set[str]] = {}
-    for spelling, name in aliases(kind).items():
-        index.setdefault(compact(re.sub(r"[\s_]+", "-", spelling)), set()).add(name)
-    return {key: names.pop() for key, names in index.items() if len(names) == 1}
+    """compact(hyphenated name or alias) -> catalog name, where that is one name only."""
+    return unambiguous(aliases(kind).items(), lambda spelling: compact(hyphenated(spelling)))
 
 
 # A part as vendors and clouds spell it beyond the catalog's aliases: the vendor's name first, the
@@ -130,7 +140,7 @@ def resolve(kind: str, value, field: str | None = None) -> str:
     key = str(value).strip().lower()
     if key in index:
         return index[key]
-    spellings = checkpoint_spellings(key) if kind == "model" else [re.sub(r"[\s_]+", "-", key)]
+    spellings = checkpoint_spellings(key) if kind == "model" else [hyphenated(key)]
     for spelling in spellings:
         if spelling in index:
             return index[spelling]

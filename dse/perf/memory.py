@@ -22,6 +22,13 @@ ACT_BYTES = catalog.constant("activation_bytes")
 LOGITS_BYTES = catalog.constant("logits_bytes")
 
 
+def stored_qkv_width(model, chosen):
+    """Elements per token of the Q (with its output gate), K and V an attention layer keeps for its
+    backward: none where MLA's up-projections are recomputed (`chosen`: the recompute module bits)."""
+    qkv = model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim
+    return qkv * np.where(RE.modules_on(chosen, RE.MLA_UP_PROJ) & model.is_mla, 0.0, 1.0)
+
+
 def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction,
                                chosen=None, saved_operand_bytes=2.0, expert_operand_bytes=None, by_name=False):
     """Stored activation bytes of one layer for one micro-batch on one GPU.
@@ -57,8 +64,7 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     # a down projection's output a remat policy names (mlp_up: MaxText's mlpwo), on the dense layers
     replicated = replicated + (on(RE.MLP_UP) & ~on(RE.MLP)) * 2.0 * h * (model.mlp_fraction - moe_fraction)
     # Q (and its output gate), K, V, out-proj input (16-bit); MLA also keeps its latents
-    qkv = model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim
-    qkv = qkv * np.where(on(RE.MLA_UP_PROJ) & model.is_mla, 0.0, 1.0)
+    qkv = stored_qkv_width(model, chosen)
     context = model.o_dim * np.where(on(RE.CORE_ATTN) & by_name, 0.0, 1.0)   # re-run by name: not kept
     attn_sharded = model.attention_fraction * 2.0 * (qkv + context)
     if np.any(model.is_mla):
@@ -154,9 +160,7 @@ def offloaded_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, 
     kept = np.logical_not(RE.modules_on(chosen, RE.LAYERNORM))
     replicated = (off("attn_norm") * 2.0 * attention + off("qkv_linear") * kept * q * attention
                   + off("mlp_norm") * 2.0 * model.mlp_fraction) * h
-    qkv = model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim
-    qkv = qkv * np.where(RE.modules_on(chosen, RE.MLA_UP_PROJ) & model.is_mla, 0.0, 1.0)
-    sharded = attention * 2.0 * (off("core_attn") * qkv + off("attn_proj") * model.o_dim)
+    sharded = attention * 2.0 * (off("core_attn") * stored_qkv_width(model, chosen) + off("attn_proj") * model.o_dim)
     routed = model.top_k * (off("expert_fc1") * q_expert * model.expert_width
                             + off("moe_act") * (model.mlp_mats - 1) * 2.0 * model.moe_ffn)
     sharded = sharded + moe_fraction * np.where(RE.modules_on(chosen, RE.MOE), 0.0, routed)
