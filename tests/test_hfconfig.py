@@ -62,6 +62,9 @@ PUBLISHED = [
     ("nemotron3-nano-30b-a3b", 31.6e9, "total", "NVIDIA Nemotron 3 Nano 30B-A3B model card: 31.6B total parameters"),
     ("nemotron3-nano-30b-a3b", 3.6e9, "active", "NVIDIA Nemotron 3 Nano model card: 3.2B active, 3.6B including embeddings"),
     ("qwen3-next-80b-a3b", 80e9, "total", "Qwen3-Next-80B-A3B model card: 80B total, 3B activated"),
+    ("qwen3.5-397b-a17b", 397e9, "total", "Qwen3.5-397B-A17B model card: 397B total, 17B activated (with its vision "
+                                          "encoder, which dse does not model)"),
+    ("qwen3.5-27b", 27e9, "total", "Qwen3.5-27B model card: 27B parameters (with its vision encoder)"),
     ("qwen3-32b", 32.8e9, "total", "Qwen3-32B model card: 32.8B parameters"),
     ("qwen3-32b", 31.2e9, "non_embedding", "Qwen3-32B model card: 31.2B non-embedding"),
     ("minimax-m2.5", 230e9, "total", "MiniMax-M2 release (minimax.io/news/minimax-m2): 230B total parameters"),
@@ -127,7 +130,8 @@ def test_llama4_scout_text_model_against_its_published_total():
 def test_every_family_has_a_committed_config():
     families = {hfconfig.family_of(json.loads(Path(config_path(n)).read_text()), n) for n in NAMES}
     assert families >= {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
-                        "gpt_oss", "llama4", "gemma3", "nemotron_h", "qwen3_next", "kimi_k25", "minimax_m2"}
+                        "gpt_oss", "llama4", "gemma3", "nemotron_h", "qwen3_next", "kimi_k25", "minimax_m2",
+                        "qwen3_5", "qwen3_5_moe"}
     for name in NAMES:
         assert json.loads(Path(config_path(name)).read_text())["_source"], name
 
@@ -150,6 +154,10 @@ def test_layer_patterns_reduce_to_shares():
     assert float(nano.moe_layers[0]) == pytest.approx(23) and float(nano.shared_experts[0]) == 2
     qnext = model_of(config_path("qwen3-next-80b-a3b"))
     assert float(qnext.linear_fraction[0]) == 0.75 and bool(qnext.output_gate[0])
+    q35 = model_of(config_path("qwen3.5-397b-a17b"))   # Qwen3-Next's mixers in the VL wrapper's text_config
+    assert float(q35.linear_fraction[0]) == 0.75 and float(q35.experts[0]) == 512 and float(q35.shared_experts[0]) == 1
+    dense35 = model_of(config_path("qwen3.5-27b"))      # the dense member: a SwiGLU MLP on every layer, no experts
+    assert float(dense35.linear_fraction[0]) == 0.75 and not bool(dense35.is_moe[0]) and float(dense35.ffn[0]) == 17408
     ds = model_of(config_path("deepseek-v3"))
     assert float(ds.kv_cache_dim[0]) == 576 and float(ds.head_dim[0]) == 192 and float(ds.moe_layers[0]) == 58
     mistral = model_of(config_path("mistral-7b-v0.1"))
@@ -170,7 +178,8 @@ def test_a_config_evaluates_through_training_and_serving(name):
 
 
 CATALOG_TWINS = {"gpt-oss-120b": "gpt-oss-120b", "nemotron-h-56b": "nemotron-h-56b", "deepseek-v3": "deepseek-v3",
-                 "qwen3-next-80b-a3b": "qwen3-next-80b-a3b", "gemma3-27b": "gemma3-27b", "llama4-scout": "llama4-scout"}
+                 "qwen3-next-80b-a3b": "qwen3-next-80b-a3b", "gemma3-27b": "gemma3-27b", "llama4-scout": "llama4-scout",
+                 "qwen3.5-397b-a17b": "qwen3.5-397b-a17b", "qwen3.5-27b": "qwen3.5-27b"}
 
 
 @pytest.mark.parametrize("config,name", list(CATALOG_TWINS.items()))

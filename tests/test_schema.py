@@ -151,7 +151,11 @@ def test_a_published_checkpoint_resolves_to_its_architecture(repo_id, model):
     ("DeepSeek R1", "deepseek-v3"), ("Qwen3 235B A22B", "qwen3-235b-a22b"), ("Llama 2 70B", "llama2-70b"),
     ("Nemotron-H 56B", "nemotron-h-56b"), ("Nemotron 4 340B", "nemotron4-340b"), ("Grok 1", "grok-1"),
     ("GPT-OSS 120B", "gpt-oss-120b"), ("LLAMA3_70B", "llama3.1-70b"), ("Mixtral 8x7B Instruct v0.1", "mixtral-8x7b"),
-    ("Llama 3.1 8B Instruct FP8", "llama3.1-8b"), ("DeepSeek-V3-0324", "deepseek-v3"), ("Kimi-K2-Thinking", "kimi-k2")])
+    ("Llama 3.1 8B Instruct FP8", "llama3.1-8b"), ("DeepSeek-V3-0324", "deepseek-v3"), ("Kimi-K2-Thinking", "kimi-k2"),
+    # a vendor's word heading the repo name (Hugging Face ids of Meta's and NVIDIA's releases)
+    ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama3.1-8b"), ("Meta-Llama-3-70B", "llama3.1-70b"),
+    ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16", "nemotron3-super-120b-a12b"),
+    ("Qwen/Qwen3.5-397B-A17B-FP8", "qwen3.5-397b-a17b")])
 def test_a_printed_model_name_resolves_whatever_its_separators(spelling, model):
     assert catalog.resolve_model(spelling) == model
 
@@ -166,7 +170,7 @@ def test_every_catalog_reads_spaces_and_underscores_as_hyphens(kind, spelling, n
 @pytest.mark.parametrize("spelling", [
     "gpt-35b",              # a hyphen between two numbers separates them: not gpt3-5b
     "Nemotron Nano 9B v2",  # dropping its version tag leaves a model dse does not have
-    "Llama 3.2 3B", "Qwen3-14B"])
+    "Llama 3.2 3B", "Qwen3-14B", "Metamorph 7B"])
 def test_a_model_dse_does_not_have_stays_unknown(spelling):
     with pytest.raises(ConfigError, match="unknown model"):
         catalog.resolve_model(spelling)

@@ -58,6 +58,9 @@ def aliases(kind: str) -> dict[str, str]:
 # number format is the precision column's, not the model's)
 CHECKPOINT_SUFFIXES = ("-instruct", "-chat", "-hf", "-it", "-base", "-thinking", "-fp8", "-fp4", "-nvfp4",
                        "-mxfp4", "-bf16", "-fp8-dynamic", "-awq", "-gptq", "-int4", "-int8")
+# a vendor's name heading a repo name that the organisation already gave ('meta-llama/Meta-Llama-3-70B',
+# 'nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16')
+VENDOR_WORD = re.compile(r"^(meta|nvidia|mistralai|google|microsoft|ibm)-(?=[a-z])")
 RELEASE_TAG = re.compile(r"-(v\d+(\.\d+)*|\d{4})$")   # '-v0.1', a month code '-2507'
 
 
@@ -80,18 +83,20 @@ def checkpoint_spellings(name: str):
     with its release tags and tuned/quantized suffixes dropped one at a time from the end, each
     spelling in turn: 'meta-llama/Llama 3.1 8B Instruct FP8' -> 'llama-3.1-8b-instruct-fp8',
     'llama-3.1-8b-instruct', 'llama-3.1-8b'. One at a time, because a tag may be the name's own
-    ('deepseek-v3-0324' is deepseek-v3, not 'deepseek')."""
+    ('deepseek-v3-0324' is deepseek-v3, not 'deepseek'). Then the same without a leading vendor word."""
     name = hyphenated(name.rsplit("/", 1)[-1].strip())
-    while True:
-        yield name
-        release = RELEASE_TAG.search(name)
-        suffix = next((s for s in CHECKPOINT_SUFFIXES if name.endswith(s) and len(name) > len(s)), None)
-        if release:
-            name = name[: release.start()]
-        elif suffix:
-            name = name[: -len(suffix)]
-        else:
-            return
+    for start in dict.fromkeys((name, VENDOR_WORD.sub("", name))):   # 'Meta-Llama-3-70B' is 'Llama-3-70B'
+        name = start
+        while True:
+            yield name
+            release = RELEASE_TAG.search(name)
+            suffix = next((s for s in CHECKPOINT_SUFFIXES if name.endswith(s) and len(name) > len(s)), None)
+            if release:
+                name = name[: release.start()]
+            elif suffix:
+                name = name[: -len(suffix)]
+            else:
+                break
 
 
 def compact(name: str) -> str:

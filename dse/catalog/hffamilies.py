@@ -267,6 +267,19 @@ def qwen3_next(f: Fields) -> dict:
     """Qwen3-Next: Gated DeltaNet layers and gated full attention (one every
     `full_attention_interval`, or as `layer_types` says); MoE with a shared expert on every
     `decoder_sparse_step`-th layer not in `mlp_only_layers`."""
+    cols = hybrid_delta_net(f)
+    layers = int(cols["layers"])
+    step = int(f.num("decoder_sparse_step", 1))
+    dense = set(f.get("mlp_only_layers", []) or [])
+    moe_layers = sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
+    width = shared_experts(f, None, "shared_expert_intermediate_size", "moe_intermediate_size")
+    return moe(f, cols, moe_layers, experts="num_experts", top_k="num_experts_per_tok",
+               expert_size="moe_intermediate_size", shared=width)
+
+
+def hybrid_delta_net(f: Fields) -> dict:
+    """The sequence mixers Qwen3-Next and Qwen3.5 share: Gated DeltaNet layers and output-gated full
+    attention, one every `full_attention_interval` (default 4) or as `layer_types` says."""
     cols = qwen(Fields({k: v for k, v in f.fields.items() if k != "layer_types"}, f.where, f.prefix))
     layers = int(cols["layers"])
     if f.has("layer_types"):
@@ -276,16 +289,22 @@ def qwen3_next(f: Fields) -> dict:
         counts = Counter(full=sum(1 for i in range(layers) if (i + 1) % interval == 0))
         counts["linear"] = layers - counts["full"]
     cols.update(attention_layer_fraction=counts["full"] / layers, linear_attention_layer_fraction=counts["linear"] / layers,
-                attention_output_gate=1.0, sliding_window_fraction=0.0, sliding_window=0.0,
+                attention_output_gate=f.flag("attn_output_gate", True), sliding_window_fraction=0.0, sliding_window=0.0,
                 linear_key_heads=f.num("linear_num_key_heads"), linear_value_heads=f.num("linear_num_value_heads"),
                 linear_key_head_dim=f.num("linear_key_head_dim"), linear_value_head_dim=f.num("linear_value_head_dim"),
                 linear_conv_kernel=f.num("linear_conv_kernel_dim", 4))
-    step = int(f.num("decoder_sparse_step", 1))
-    dense = set(f.get("mlp_only_layers", []) or [])
-    moe_layers = sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
-    width = shared_experts(f, None, "shared_expert_intermediate_size", "moe_intermediate_size")
-    return moe(f, cols, moe_layers, experts="num_experts", top_k="num_experts_per_tok",
-               expert_size="moe_intermediate_size", shared=width)
+    return cols
+
+
+def qwen3_5(f: Fields) -> dict:
+    """Qwen3.5 (its `text_config`; the vision encoder is not modelled): Qwen3-Next's hybrid of Gated
+    DeltaNet and gated full attention, with a dense SwiGLU MLP (`qwen3_5`) or Qwen3-Next's MoE with a
+    shared expert (`qwen3_5_moe`). Its multi-token-prediction layers (`mtp_num_hidden_layers`) are not
+    part of the model counted here."""
+    text = f.sub("text_config") if f.has("text_config") else f
+    if not text.has("tie_word_embeddings") and f.has("tie_word_embeddings"):   # the wrapper's flag
+        text = Fields({**text.fields, "tie_word_embeddings": f.get("tie_word_embeddings")}, text.where, text.prefix)
+    return qwen3_next(text) if text.has("num_experts") else hybrid_delta_net(text)
 
 
 FAMILIES = {
@@ -293,7 +312,8 @@ FAMILIES = {
     "qwen2_moe": qwen_moe, "qwen3_moe": qwen_moe, "deepseek_v2": deepseek, "deepseek_v3": deepseek,
     "kimi_k2": deepseek, "gpt_oss": gpt_oss, "llama4": llama4, "llama4_text": llama4, "gemma3": gemma3,
     "gemma3_text": gemma3, "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "kimi_k25": kimi_k25,
-    "minimax_m2": minimax_m2,
+    "minimax_m2": minimax_m2, "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "qwen3_5_text": qwen3_5,
+    "qwen3_5_moe_text": qwen3_5,
 }
 ARCHITECTURES = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
@@ -304,4 +324,5 @@ ARCHITECTURES = {
     "Gemma3ForConditionalGeneration": "gemma3", "Gemma3ForCausalLM": "gemma3_text",
     "NemotronHForCausalLM": "nemotron_h", "Qwen3NextForCausalLM": "qwen3_next",
     "KimiK25ForConditionalGeneration": "kimi_k25", "MiniMaxM2ForCausalLM": "minimax_m2",
+    "Qwen3_5ForConditionalGeneration": "qwen3_5", "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe",
 }
