@@ -47,6 +47,11 @@ class Model:
         self.linear_fraction, self.mlp_fraction = f("linear_attention_layer_fraction"), f("mlp_layer_fraction")
         self.window_fraction, self.window = f("sliding_window_fraction"), f("sliding_window")
         self.chunk_fraction, self.chunk = f("chunked_attention_fraction"), f("attention_chunk")
+        # DeepSeek Sparse Attention: a query of a full attention layer attends to the top-k keys a
+        # lightning indexer scores over the whole cache (0: dense)
+        self.sparse_topk = f("sparse_attention_topk")
+        self.indexer_heads, self.indexer_head_dim = f("indexer_heads"), f("indexer_head_dim")
+        self.has_indexer = ((self.sparse_topk > 0) & (self.indexer_heads > 0)).astype(self.hidden.dtype)
         # 0/1 in the model's float type (a bool would promote float32 arithmetic to float64)
         self.sinks = (f("attention_sinks") > 0).astype(self.hidden.dtype)
         self.expert_bias = (f("expert_bias") > 0).astype(self.hidden.dtype)
@@ -87,7 +92,16 @@ class Model:
             kv = (self.hidden * (self.kv_lora + self.rope_dim) + self.kv_lora
                   + self.kv_lora * self.heads * (self.head_dim - self.rope_dim + self.v_head_dim))
             gqa = np.where(self.is_mla, q + kv, gqa)
-        return gqa + self.o_dim * self.hidden + self.hidden + self.sinks * self.heads
+        return gqa + self.o_dim * self.hidden + self.hidden + self.sinks * self.heads + self.indexer_params
+
+    @cached_property
+    def indexer_params(self):
+        """The sparse-attention indexer of one attention layer: its query up-projection from the
+        query latent (the hidden state without one), its key projection and LayerNorm, and the
+        per-head weights (DeepSeek-V3.2-Exp inference/model.py Indexer: wq_b, wk, k_norm, weights_proj)."""
+        q_in = np.where(self.q_lora > 0, self.q_lora, self.hidden)
+        heads, dim = self.indexer_heads, self.indexer_head_dim
+        return self.has_indexer * (q_in * heads * dim + self.hidden * dim + 2.0 * dim + self.hidden * heads)
 
     @cached_property
     def mixer_params(self):
@@ -151,21 +165,30 @@ class Model:
                 + self.embedding_params + self.output_params)
 
     # -- FLOPs --------------------------------------------------------------------------
-    def attention_span(self, context):
+    def attention_span(self, context, sparse=True):
         """Keys a query attends to at a context length, averaged over the attention layers: the whole
         context on full layers (Megatron convention, no causal halving), at most `sliding_window`
-        on windowed ones and `attention_chunk` on chunked ones."""
+        on windowed ones and `attention_chunk` on chunked ones; with `sparse`, at most
+        `sparse_attention_topk` on the full layers of a sparse-attention model. Without it: the keys
+        the cache holds (an indexer scores them all and the top-k may pick any)."""
         span = context
         if np.any(self.window_fraction > 0):
             span = span + self.window_fraction * (capped(context, self.window) - context)
         if np.any(self.chunk_fraction > 0):
             span = span + self.chunk_fraction * (capped(context, self.chunk) - context)
+        if sparse and np.any(self.sparse_topk > 0):
+            full = 1.0 - self.window_fraction - self.chunk_fraction
+            span = span + full * (capped(context, self.sparse_topk) - context)
         return span
 
     def mixer_flops_per_token(self, context):
         """Forward FLOPs per token of one average layer beyond 2 per weight: attention scores and
-        attention x V (2 heads (qk + v) per key), the state-space and delta-rule scans."""
+        attention x V (2 heads (qk + v) per key), a sparse-attention indexer's scores, the state-space
+        and delta-rule scans."""
         flops = self.attention_fraction * 2.0 * self.heads * (self.head_dim + self.v_head_dim) * self.attention_span(context)
+        if np.any(self.has_indexer > 0):   # the indexer's scores: every head against every cached key
+            flops = flops + (self.attention_fraction * self.has_indexer * 2.0 * self.indexer_heads * self.indexer_head_dim
+                             * self.attention_span(context, sparse=False))
         if self.mamba is not None:
             flops = flops + self.mamba_fraction * self.mamba.scan_flops_per_token(context)
         if self.linear is not None:

@@ -65,6 +65,9 @@ PUBLISHED = [
     ("qwen3.5-397b-a17b", 397e9, "total", "Qwen3.5-397B-A17B model card: 397B total, 17B activated (with its vision "
                                           "encoder, which dse does not model)"),
     ("qwen3.5-27b", 27e9, "total", "Qwen3.5-27B model card: 27B parameters (with its vision encoder)"),
+    ("glm-5", 744e9, "total", "zai-org GLM-5 model card: 744B parameters, 40B active"),
+    ("deepseek-v3.2", 671e9, "total", "DeepSeek-V3's 671B and the indexer's 0.85B (the DeepSeek-V3.2 card's 685B "
+                                      "includes the 14B multi-token-prediction module, not counted here)"),
     ("qwen3-32b", 32.8e9, "total", "Qwen3-32B model card: 32.8B parameters"),
     ("qwen3-32b", 31.2e9, "non_embedding", "Qwen3-32B model card: 31.2B non-embedding"),
     ("minimax-m2.5", 230e9, "total", "MiniMax-M2 release (minimax.io/news/minimax-m2): 230B total parameters"),
@@ -131,7 +134,7 @@ def test_every_family_has_a_committed_config():
     families = {hfconfig.family_of(json.loads(Path(config_path(n)).read_text()), n) for n in NAMES}
     assert families >= {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
                         "gpt_oss", "llama4", "gemma3", "nemotron_h", "qwen3_next", "kimi_k25", "minimax_m2",
-                        "qwen3_5", "qwen3_5_moe"}
+                        "qwen3_5", "qwen3_5_moe", "deepseek_v32", "glm_moe_dsa"}
     for name in NAMES:
         assert json.loads(Path(config_path(name)).read_text())["_source"], name
 
@@ -158,6 +161,10 @@ def test_layer_patterns_reduce_to_shares():
     assert float(q35.linear_fraction[0]) == 0.75 and float(q35.experts[0]) == 512 and float(q35.shared_experts[0]) == 1
     dense35 = model_of(config_path("qwen3.5-27b"))      # the dense member: a SwiGLU MLP on every layer, no experts
     assert float(dense35.linear_fraction[0]) == 0.75 and not bool(dense35.is_moe[0]) and float(dense35.ffn[0]) == 17408
+    ds32 = model_of(config_path("deepseek-v3.2"))   # DeepSeek Sparse Attention on every MLA layer
+    assert float(ds32.sparse_topk[0]) == 2048 and float(ds32.indexer_heads[0]) == 64 and bool(ds32.is_mla[0])
+    glm5 = model_of(config_path("glm-5"))
+    assert float(glm5.indexer_heads[0]) == 32 and float(glm5.v_head_dim[0]) == 256 and float(glm5.moe_layers[0]) == 75
     ds = model_of(config_path("deepseek-v3"))
     assert float(ds.kv_cache_dim[0]) == 576 and float(ds.head_dim[0]) == 192 and float(ds.moe_layers[0]) == 58
     mistral = model_of(config_path("mistral-7b-v0.1"))
@@ -179,7 +186,8 @@ def test_a_config_evaluates_through_training_and_serving(name):
 
 CATALOG_TWINS = {"gpt-oss-120b": "gpt-oss-120b", "nemotron-h-56b": "nemotron-h-56b", "deepseek-v3": "deepseek-v3",
                  "qwen3-next-80b-a3b": "qwen3-next-80b-a3b", "gemma3-27b": "gemma3-27b", "llama4-scout": "llama4-scout",
-                 "qwen3.5-397b-a17b": "qwen3.5-397b-a17b", "qwen3.5-27b": "qwen3.5-27b"}
+                 "qwen3.5-397b-a17b": "qwen3.5-397b-a17b", "qwen3.5-27b": "qwen3.5-27b",
+                 "deepseek-v3.2": "deepseek-v3.2", "glm-5": "glm-5"}
 
 
 @pytest.mark.parametrize("config,name", list(CATALOG_TWINS.items()))

@@ -143,6 +143,16 @@ def deepseek(f: Fields) -> dict:
                expert_size="moe_intermediate_size", shared=f.num("n_shared_experts", 0.0, minimum=0))
 
 
+def deepseek_sparse(f: Fields) -> dict:
+    """DeepSeek-V3.2 (`deepseek_v32`) and GLM-5 (`glm_moe_dsa`): DeepSeek-V3's MLA and MoE layers
+    with DeepSeek Sparse Attention on every layer, each query attending to the `index_topk` keys a
+    lightning indexer (`index_n_heads` heads of `index_head_dim`) scores highest."""
+    cols = deepseek(f)
+    cols.update(sparse_attention_topk=f.num("index_topk"), indexer_heads=f.num("index_n_heads"),
+                indexer_head_dim=f.num("index_head_dim"))
+    return cols
+
+
 def kimi_k25(f: Fields) -> dict:
     """Kimi K2.5 (its `text_config`, a DeepSeek-V3 / Kimi K2 decoder); the MoonViT vision encoder is
     not modelled."""
@@ -313,7 +323,7 @@ FAMILIES = {
     "kimi_k2": deepseek, "gpt_oss": gpt_oss, "llama4": llama4, "llama4_text": llama4, "gemma3": gemma3,
     "gemma3_text": gemma3, "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "kimi_k25": kimi_k25,
     "minimax_m2": minimax_m2, "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "qwen3_5_text": qwen3_5,
-    "qwen3_5_moe_text": qwen3_5,
+    "qwen3_5_moe_text": qwen3_5, "deepseek_v32": deepseek_sparse, "glm_moe_dsa": deepseek_sparse,
 }
 ARCHITECTURES = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
@@ -325,4 +335,5 @@ ARCHITECTURES = {
     "NemotronHForCausalLM": "nemotron_h", "Qwen3NextForCausalLM": "qwen3_next",
     "KimiK25ForConditionalGeneration": "kimi_k25", "MiniMaxM2ForCausalLM": "minimax_m2",
     "Qwen3_5ForConditionalGeneration": "qwen3_5", "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe",
+    "DeepseekV32ForCausalLM": "deepseek_v32", "GlmMoeDsaForCausalLM": "glm_moe_dsa",
 }

@@ -128,10 +128,12 @@ class Pass:
     def attention_ops(self, s: L.Shape, decode: bool) -> list:
         """The attention kernels: the only ones whose time depends on the context length `s.ctx`."""
         m = self.m
+        # a sparse-attention model's indexer scores every cached key in FP8 (DeepGEMM's kernels)
+        indexer = [X.indexer_scores_op(m, s, decode, fp8_scores=True)] if np.any(m.has_indexer > 0) else []
         if decode:
-            return X.decode_attention_ops(m, s, self.kv_cache_token, self.kv_reads, self.decode_kv)
+            return X.decode_attention_ops(m, s, self.kv_cache_token, self.kv_reads, self.decode_kv) + indexer
         flash = self.flash.astype(np.float32)
-        ops = [L.fused_attention_op(m, s, self.kv_cache_token, flash, 1.0, prefill_kv=self.prefill_kv)]
+        ops = [L.fused_attention_op(m, s, self.kv_cache_token, flash, 1.0, prefill_kv=self.prefill_kv)] + indexer
         if not np.all(self.flash):
             ops += L.unfused_attention_ops(m, s, 0.0, 1.0 - flash)
         return ops

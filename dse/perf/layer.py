@@ -211,7 +211,8 @@ def attention_flops(m, seqs, q_len, ctx, tp):
 def kernel_keys(m, ctx, documents=0.0):
     """Keys per query a causal prefill/training kernel visits, in units of ctx x causal_skip (so a
     full layer gives ctx): a sliding window W < ctx visits W - (1 - causal_skip) W^2/ctx keys on
-    average (exact for causal_skip 1/2), a chunk C < ctx (ctx a multiple of C) causal_skip C.
+    average (exact for causal_skip 1/2), a chunk C < ctx (ctx a multiple of C) causal_skip C, a
+    sparse-attention layer's top k as many as a window of k (query i attends to min(i, k) keys).
     Packed sequences of `documents`-token documents (0: one per sequence) attend within their
     document, as a chunk of that length does (variable-length kernels, cu_seqlens / THD)."""
     keys = ctx
@@ -221,6 +222,10 @@ def kernel_keys(m, ctx, documents=0.0):
         keys = keys + m.window_fraction * ((w - (1.0 - skip) * w * w / np.maximum(ctx, 1.0)) / skip - ctx)
     if np.any(m.chunk_fraction > 0):
         keys = keys + m.chunk_fraction * (np.minimum(np.where(m.chunk > 0, m.chunk, ctx), ctx) - ctx)
+    if np.any(m.sparse_topk > 0):   # a query attends to the indexer's top k of the keys before it: a window's count
+        k = np.minimum(np.where(m.sparse_topk > 0, m.sparse_topk, ctx), ctx)
+        full = 1.0 - m.window_fraction - m.chunk_fraction
+        keys = keys + full * ((k - (1.0 - skip) * k * k / np.maximum(ctx, 1.0)) / skip - ctx)
     if np.any(documents > 0):
         keys = np.where(documents > 0, np.minimum(keys, documents), keys)
     return keys

@@ -20,6 +20,8 @@ WEIGHT_BYTES = catalog.constant("weight_bytes")
 MASTER_WEIGHT_BYTES = catalog.constant("master_weight_bytes")
 ACT_BYTES = catalog.constant("activation_bytes")
 LOGITS_BYTES = catalog.constant("logits_bytes")
+INDEXER_KEY_BYTES = catalog.constant("indexer_key_bytes")
+INDEXER_KEY_SCALE_BYTES = catalog.constant("indexer_key_scale_bytes")
 
 
 def stored_qkv_width(model, chosen):
@@ -235,12 +237,19 @@ def kv_cache_bytes_per_token(model, tp, kv_bytes):
     return model.kv_cache_dim * np.where(sharded, share, 1.0) * kv_bytes
 
 
+def indexer_key_bytes_per_token(model):
+    """A sparse-attention indexer's key cached per token and attention layer: FP8 elements and their
+    scale, whatever the KV cache's format, replicated over TP (the indexer is not split by heads)."""
+    return model.has_indexer * (model.indexer_head_dim * INDEXER_KEY_BYTES + INDEXER_KEY_SCALE_BYTES)
+
+
 def cache_bytes_per_sequence(model, tp, kv_bytes, context, state_bytes=ACT_BYTES):
     """Decode cache one sequence holds per layer on one GPU at `context` tokens, averaged over the
     layers: the KV cache of the attention layers (full layers grow with the context, sliding-window
-    and chunked ones stop at their window or chunk; MLA caches its latent) and the constant
-    recurrent state of Mamba-2 and Gated DeltaNet layers (sharded over TP by heads)."""
-    cache = model.attention_fraction * model.attention_span(context) * kv_cache_bytes_per_token(model, tp, kv_bytes)
+    and chunked ones stop at their window or chunk; MLA caches its latent; a sparse-attention model
+    caches every key and its indexer key too) and the constant recurrent state of Mamba-2 and Gated DeltaNet layers (sharded over TP by heads)."""
+    cached = model.attention_fraction * model.attention_span(context, sparse=False)
+    cache = cached * (kv_cache_bytes_per_token(model, tp, kv_bytes) + indexer_key_bytes_per_token(model))
     if model.mamba is not None:
         cache = cache + model.mamba_fraction * model.mamba.state_elements() / tp * state_bytes
     if model.linear is not None:

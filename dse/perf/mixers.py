@@ -32,6 +32,8 @@ K = catalog.constants()
 # vLLM keeps it in the model dtype unless a config asks for FP32 (`mamba_ssm_cache_dtype`).
 RECURRENT_STATE_BYTES = ACT_BYTES
 CHUNK_STATE_BYTES = 4.0   # per-chunk states of the chunked scans are written and read back in FP32
+INDEXER_KEY_BYTES, INDEXER_KEY_SCALE_BYTES = K["indexer_key_bytes"], K["indexer_key_scale_bytes"]
+INDEXER_LOGIT_BYTES = K["indexer_logit_bytes"]
 
 
 def _gemm(name, m, n, k, operand, weight, count=1.0) -> Op:
@@ -43,7 +45,40 @@ def attention_projection_ops(m, s: Shape, operand, decode: bool = False) -> list
     ops = L.projection_ops(m, s, operand)
     if np.any(m.is_mla):
         ops += mla_projection_ops(m, s, operand, decode, m.attention_fraction * m.is_mla)
+    if np.any(m.has_indexer > 0):
+        ops += indexer_projection_ops(m, s, operand)
     return ops
+
+
+def indexer_projection_ops(m, s: Shape, operand) -> list:
+    """A sparse-attention indexer's projections, whole on every TP rank (Megatron-Core builds them
+    `duplicated`; the top-k needs every indexer head): its queries from the query latent, its key
+    and per-head weights from the hidden state (one GEMM: they read the same input)."""
+    weight = m.attention_fraction * m.has_indexer
+    q_in = np.where(m.q_lora > 0, m.q_lora, m.hidden)
+    return [_gemm("indexer_q", s.tokens, m.indexer_heads * m.indexer_head_dim, q_in, operand, weight),
+            _gemm("indexer_k_weights", s.tokens, m.indexer_head_dim + m.indexer_heads, m.hidden, operand, weight)]
+
+
+def indexer_scores_op(m, s: Shape, decode: bool, fp8_scores: bool, training: bool = False) -> Op:
+    """A sparse-attention indexer's scores: each query's heads against every cached indexer key (a
+    causal prefill or training pass visits on average causal_skip of them), the heads' ReLU scores
+    summed by their weights into one FP32 logit per key, which the top-k reads back. A fused kernel
+    timed like attention; its MMAs run in FP8 where `fp8_scores` (the serving engines' DeepGEMM
+    fp8_mqa_logits: twice the BF16 rate on Hopper and Blackwell), in BF16 in training (Megatron-Core's
+    DSA indexer). Decode reads every cached indexer key of its sequences. In training the indexer
+    learns from a KL objective over the selected keys only, so its backward is the forward's
+    2x on the top-k share of the keys."""
+    keys = s.ctx if decode else s.ctx * K["causal_skip"]
+    scores = s.tokens * keys                                  # (query, key) pairs
+    rate = np.where(fp8_scores, 2.0, 1.0)
+    flops = 2.0 * scores * m.indexer_heads * m.indexer_head_dim / rate
+    key_reads = s.seqs * s.ctx * (m.indexer_head_dim * INDEXER_KEY_BYTES + INDEXER_KEY_SCALE_BYTES)
+    nbytes = key_reads + 2.0 * scores * INDEXER_LOGIT_BYTES + s.tokens * m.indexer_heads * (m.indexer_head_dim + 1) * ACT_BYTES
+    selected = np.minimum(np.where(m.sparse_topk > 0, m.sparse_topk, keys), keys) / np.maximum(keys, 1.0)
+    return Op("indexer_scores", "attention", "fused", s.q_len, keys, m.indexer_head_dim, flops=flops, bytes=nbytes,
+              weight=m.attention_fraction * m.has_indexer, head_dims=m.indexer_head_dim,
+              backward=2.0 * selected if training else 0.0)
 
 
 def rope_op(m, s: Shape, eager) -> Op:

@@ -90,6 +90,8 @@ class Layer:
                              expert_operand=expert_operand, expert_gemm_efficiency=w["expert_gemm_efficiency"])
             ops += E.framework_passes(m, w, experts, moe, L.busiest_rank_load(m, busiest, ep) * full, ep)
         ops.append(L.fused_attention_op(m, s, 0.0, flash.astype(np.float32), backward, w["document_tokens"]))
+        if np.any(m.has_indexer > 0):
+            ops.append(X.indexer_scores_op(m, s, decode=False, fp8_scores=False, training=True))
         ops.append(X.rope_op(m, s, (m.yarn_rope > 0) & w["yarn_rope_unfused"]))
         if not np.all(flash):
             ops += L.unfused_attention_ops(m, s, m.dropout.astype(np.float32), (~flash).astype(np.float32))
