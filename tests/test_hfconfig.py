@@ -117,6 +117,16 @@ def test_kimi_k25_text_decoder_maps_like_kimi_k2():
     assert catalog.resolve_model("Kimi-K2.5") == "kimi-k2"
 
 
+def test_qwen3_vl_text_decoder_maps_like_qwen3_moe():
+    """Qwen3-VL-235B-A22B wraps a Qwen3-MoE decoder (`text_config`) of Qwen3-235B-A22B's dimensions
+    (Qwen3-235B-A22B model card: 94 layers, 64 query and 4 KV heads, 128 experts, 8 activated) with a
+    vision encoder dse does not model."""
+    cols = hfconfig.model_columns(config_path("qwen3-vl-235b-a22b"))
+    row = catalog.model("qwen3-235b-a22b")
+    for name in ("layers", "hidden", "heads", "kv_heads", "experts", "top_k", "moe_ffn_hidden", "vocab"):
+        assert cols[name] == row[name], name
+
+
 def test_minimax_m2_lightning_attention_layers_are_refused():
     fields = json.loads(Path(config_path("minimax-m2.5")).read_text())
     fields["attn_type_list"] = [0, 1] * 31   # MiniMax-01/M1's lightning (linear) attention
@@ -134,7 +144,7 @@ def test_every_family_has_a_committed_config():
     families = {hfconfig.family_of(json.loads(Path(config_path(n)).read_text()), n) for n in NAMES}
     assert families >= {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen3_moe", "deepseek_v3", "kimi_k2",
                         "gpt_oss", "llama4", "gemma3", "nemotron_h", "qwen3_next", "kimi_k25", "minimax_m2",
-                        "qwen3_5", "qwen3_5_moe", "deepseek_v32", "glm_moe_dsa"}
+                        "qwen3_5", "qwen3_5_moe", "deepseek_v32", "glm_moe_dsa", "qwen3_vl_moe"}
     for name in NAMES:
         assert json.loads(Path(config_path(name)).read_text())["_source"], name
 

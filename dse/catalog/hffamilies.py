@@ -306,15 +306,29 @@ def hybrid_delta_net(f: Fields) -> dict:
     return cols
 
 
-def qwen3_5(f: Fields) -> dict:
-    """Qwen3.5 (its `text_config`; the vision encoder is not modelled): Qwen3-Next's hybrid of Gated
-    DeltaNet and gated full attention, with a dense SwiGLU MLP (`qwen3_5`) or Qwen3-Next's MoE with a
-    shared expert (`qwen3_5_moe`). Its multi-token-prediction layers (`mtp_num_hidden_layers`) are not
-    part of the model counted here."""
-    text = f.sub("text_config") if f.has("text_config") else f
-    if not text.has("tie_word_embeddings") and f.has("tie_word_embeddings"):   # the wrapper's flag
+def text_model(f: Fields) -> Fields:
+    """A vision-language config's `text_config` (the decoder dse models; the vision encoder is not),
+    with the wrapper's `tie_word_embeddings` where the text config leaves it out."""
+    if not f.has("text_config"):
+        return f
+    text = f.sub("text_config")
+    if not text.has("tie_word_embeddings") and f.has("tie_word_embeddings"):
         text = Fields({**text.fields, "tie_word_embeddings": f.get("tie_word_embeddings")}, text.where, text.prefix)
+    return text
+
+
+def qwen3_5(f: Fields) -> dict:
+    """Qwen3.5 (its text model): Qwen3-Next's hybrid of Gated DeltaNet and gated full attention, with
+    a dense SwiGLU MLP (`qwen3_5`) or Qwen3-Next's MoE with a shared expert (`qwen3_5_moe`). Its
+    multi-token-prediction layers (`mtp_num_hidden_layers`) are not part of the model counted here."""
+    text = text_model(f)
     return qwen3_next(text) if text.has("num_experts") else hybrid_delta_net(text)
+
+
+def qwen3_vl(f: Fields) -> dict:
+    """Qwen3-VL (its text model): a Qwen3 decoder, dense (`qwen3_vl`) or MoE (`qwen3_vl_moe`)."""
+    text = text_model(f)
+    return qwen_moe(text) if text.has("num_experts") else qwen(text)
 
 
 FAMILIES = {
@@ -324,6 +338,7 @@ FAMILIES = {
     "gemma3_text": gemma3, "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "kimi_k25": kimi_k25,
     "minimax_m2": minimax_m2, "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "qwen3_5_text": qwen3_5,
     "qwen3_5_moe_text": qwen3_5, "deepseek_v32": deepseek_sparse, "glm_moe_dsa": deepseek_sparse,
+    "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl, "qwen3_vl_text": qwen3_vl, "qwen3_vl_moe_text": qwen3_vl,
 }
 ARCHITECTURES = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
@@ -336,4 +351,5 @@ ARCHITECTURES = {
     "KimiK25ForConditionalGeneration": "kimi_k25", "MiniMaxM2ForCausalLM": "minimax_m2",
     "Qwen3_5ForConditionalGeneration": "qwen3_5", "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe",
     "DeepseekV32ForCausalLM": "deepseek_v32", "GlmMoeDsaForCausalLM": "glm_moe_dsa",
+    "Qwen3VLForConditionalGeneration": "qwen3_vl", "Qwen3VLMoeForConditionalGeneration": "qwen3_vl_moe",
 }
