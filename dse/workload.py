@@ -71,6 +71,11 @@ class Model:
         # Elements cached per token per attention layer: K and V, MLA's latent + rotary key, or as given.
         self.kv_cache_dim = np.where(kv_dim > 0, kv_dim, np.where(
             self.is_mla, self.kv_lora + self.rope_dim, self.kv_heads * (self.head_dim + self.v_head_dim)))
+        # DeepSeek Sparse Attention runs MLA in its MQA form in training and prefill too (DeepSeek-V3.2
+        # report; Megatron-Core's DSAttention consumes the absorbed layout): every head's query absorbs
+        # W_UK and attends over the shared latent, scores over kv_lora + rope, values over kv_lora
+        self.absorbed = self.is_mla & (self.sparse_topk > 0)
+        self.score_dims = np.where(self.absorbed, 2.0 * self.kv_lora + self.rope_dim, self.head_dim + self.v_head_dim)
         self.q_dim = self.heads * self.head_dim
         self.o_dim = self.heads * self.v_head_dim               # attention output (out-projection input)
         self.kv_dim = self.kv_heads * self.head_dim             # K width (V: v_dim)
@@ -185,7 +190,7 @@ class Model:
         """Forward FLOPs per token of one average layer beyond 2 per weight: attention scores and
         attention x V (2 heads (qk + v) per key), a sparse-attention indexer's scores, the state-space
         and delta-rule scans."""
-        flops = self.attention_fraction * 2.0 * self.heads * (self.head_dim + self.v_head_dim) * self.attention_span(context)
+        flops = self.attention_fraction * 2.0 * self.heads * self.score_dims * self.attention_span(context)
         if np.any(self.has_indexer > 0):   # the indexer's scores: every head against every cached key
             flops = flops + (self.attention_fraction * self.has_indexer * 2.0 * self.indexer_heads * self.indexer_head_dim
                              * self.attention_span(context, sparse=False))

@@ -204,8 +204,9 @@ def qk_norm_exchange_s(net, tp_in, m, tp, tokens):
 
 def attention_flops(m, seqs, q_len, ctx, tp):
     """Score and attention x V FLOPs of one attention layer over `ctx` keys (no causal saving):
-    2 s_q s_k (d_qk + d_v) per head, 4 s_q s_k d when K and V heads are as wide."""
-    return 2.0 * seqs * (m.heads / tp) * q_len * ctx * (m.head_dim + m.v_head_dim)
+    2 s_q s_k (d_qk + d_v) per head, 4 s_q s_k d when K and V heads are as wide; absorbed MLA
+    (DeepSeek Sparse Attention) scores over its latent and rotary key and sums its latent values."""
+    return 2.0 * seqs * (m.heads / tp) * q_len * ctx * m.score_dims
 
 
 def kernel_keys(m, ctx, documents=0.0):
@@ -241,7 +242,7 @@ def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward, 
     keys = kernel_keys(m, s.ctx, documents)
     return Op("attention", "attention", "fused", s.q_len, keys, m.head_dim,
               flops=attention_flops(m, s.seqs, s.q_len, keys, s.tp) * K["causal_skip"], bytes=nbytes,
-              weight=weight * m.attention_fraction, backward=backward, head_dims=m.head_dim + m.v_head_dim,
+              weight=weight * m.attention_fraction, backward=backward, head_dims=m.score_dims,
               prefill_kv=prefill_kv, calls=np.minimum(s.seqs, 1.0))   # serving: prompts per iteration
 
 
