@@ -117,7 +117,12 @@ def mixtral(f: Fields) -> dict:
 def qwen_moe(f: Fields) -> dict:
     """Qwen2-MoE / Qwen3-MoE: layer i is MoE unless listed in `mlp_only_layers`, on every
     `decoder_sparse_step`-th layer; Qwen2-MoE adds a (wider) shared expert."""
-    cols = qwen(f)
+    return qwen_style_moe(f, qwen(f))
+
+
+def qwen_style_moe(f: Fields, cols: dict) -> dict:
+    """Qwen's MoE fields on `cols`: layer i is MoE unless listed in `mlp_only_layers`, on every
+    `decoder_sparse_step`-th layer, with a shared expert of `shared_expert_intermediate_size`."""
     layers, step = int(cols["layers"]), int(f.num("decoder_sparse_step", 1))
     dense = set(f.get("mlp_only_layers", []) or [])
     moe_layers = sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
@@ -277,14 +282,7 @@ def qwen3_next(f: Fields) -> dict:
     """Qwen3-Next: Gated DeltaNet layers and gated full attention (one every
     `full_attention_interval`, or as `layer_types` says); MoE with a shared expert on every
     `decoder_sparse_step`-th layer not in `mlp_only_layers`."""
-    cols = hybrid_delta_net(f)
-    layers = int(cols["layers"])
-    step = int(f.num("decoder_sparse_step", 1))
-    dense = set(f.get("mlp_only_layers", []) or [])
-    moe_layers = sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
-    width = shared_experts(f, None, "shared_expert_intermediate_size", "moe_intermediate_size")
-    return moe(f, cols, moe_layers, experts="num_experts", top_k="num_experts_per_tok",
-               expert_size="moe_intermediate_size", shared=width)
+    return qwen_style_moe(f, hybrid_delta_net(f))
 
 
 def hybrid_delta_net(f: Fields) -> dict:

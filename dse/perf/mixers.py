@@ -25,6 +25,7 @@ import numpy as np
 from dse import catalog
 from dse.columns import divides
 from dse.perf import layer as L
+from dse.perf import memory as M
 from dse.perf.layer import ACT_BYTES, Op, Shape
 
 K = catalog.constants()
@@ -32,7 +33,6 @@ K = catalog.constants()
 # vLLM keeps it in the model dtype unless a config asks for FP32 (`mamba_ssm_cache_dtype`).
 RECURRENT_STATE_BYTES = ACT_BYTES
 CHUNK_STATE_BYTES = 4.0   # per-chunk states of the chunked scans are written and read back in FP32
-INDEXER_KEY_BYTES, INDEXER_KEY_SCALE_BYTES = K["indexer_key_bytes"], K["indexer_key_scale_bytes"]
 INDEXER_LOGIT_BYTES = K["indexer_logit_bytes"]
 
 
@@ -73,7 +73,7 @@ def indexer_scores_op(m, s: Shape, decode: bool, fp8_scores: bool, training: boo
     scores = s.tokens * keys                                  # (query, key) pairs
     rate = np.where(fp8_scores, 2.0, 1.0)
     flops = 2.0 * scores * m.indexer_heads * m.indexer_head_dim / rate
-    key_reads = s.seqs * s.ctx * (m.indexer_head_dim * INDEXER_KEY_BYTES + INDEXER_KEY_SCALE_BYTES)
+    key_reads = s.seqs * s.ctx * M.indexer_key_bytes_per_token(m)
     nbytes = key_reads + 2.0 * scores * INDEXER_LOGIT_BYTES + s.tokens * m.indexer_heads * (m.indexer_head_dim + 1) * ACT_BYTES
     selected = np.minimum(np.where(m.sparse_topk > 0, m.sparse_topk, keys), keys) / np.maximum(keys, 1.0)
     return Op("indexer_scores", "attention", "fused", s.q_len, keys, m.indexer_head_dim, flops=flops, bytes=nbytes,
