@@ -146,7 +146,7 @@ def training_inputs(work: dict, n: int) -> dict:
                adapter=schema.enum_codes(work, "adapter"), adapter_rank=_model_float(f("adapter_rank")),
                adapter_modules=schema.enum_codes(work, "adapter_modules"),
                document_tokens=_model_float(f("document_tokens")),
-               offload_layers=_model_float(f("offload_layers")),
+               offload_layers=_model_float(f("offload_layers")), recompute_layers=_model_float(f("recompute_layers")),
                **{k: _setting(work, k, "float") for k in ("host_layer_s", "host_expert_s", "host_chunk_s", "expert_gemm_efficiency",
                                                            "main_grad_bytes", "adam_moment_bytes")},
                **{k: _setting(work, k, "bool") for k in ("flash_attention", "attention_fa2", "dp_overlap", "tp_overlap", "dp_hierarchical",

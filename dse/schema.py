@@ -353,6 +353,10 @@ REASONS = (
     Reason(22, "precision_unsupported", "precision",
            "the GPU's tensor cores cannot multiply in this precision or expert_precision (fp8 and fp8-block "
            "need Ada, Hopper or newer; mxfp8, nvfp4 and mxfp4 Blackwell or newer, nvfp4 an NVIDIA part); use bf16 or a supported format"),
+    # Megatron-Core refuses recompute_num_layers under selective recompute (transformer_config.py:
+    # "recompute_num_layers must be None") and reads it only under full recompute.
+    Reason(23, "recompute_layers", "recompute_layers", "recompute_layers (the block method) applies to full "
+                                                        "recompute only; set recompute full or recompute_layers 0"),
 )
 REASON_CODE = {r.key: r.code for r in REASONS}
 REASON_TEXT = np.array([r.message for r in REASONS], dtype=object)

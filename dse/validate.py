@@ -81,7 +81,7 @@ STATED_SETTINGS = ("moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "adapter"
                    "yarn_rope_unfused", "adapter_modules", "offload_modules")
 # Numbers a row states (default: etp = tp, no MTP, unpacked, no offloading, dropless experts)
 STATED_NUMBERS = ("etp", "mtp_layers", "document_tokens", "offload_layers", "dse_moe_capacity_factor", "dse_adam_moment_bytes",
-                  "adapter_rank")
+                  "adapter_rank", "recompute_layers")
 
 
 def routing_imbalance(routing) -> np.ndarray:

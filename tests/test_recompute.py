@@ -190,3 +190,38 @@ def test_per_op_shares_name_ops_of_the_inventory_and_stay_within_one():
     assert tuple(shares) == RE.OP_SAC_NAMES
     for name, share in shares.items():
         assert np.all((np.asarray(share) >= 0.0) & (np.asarray(share) <= 1.0)), name
+
+
+DENSE_JOB = dict(model="llama3.1-8b", system="h100-sxm", framework="megatron-bridge", gpus=8, tp=1, pp=1, cp=1,
+                 micro_batch=1, global_batch=128, seq_len=8192, precision="fp8", recompute="full")
+
+
+def test_block_recompute_of_n_layers_lies_between_none_and_full_in_proportion():
+    # Megatron-Bridge's Llama 3 8B H100 FP8-CS recipe: full recompute, block method, 5 of 32 layers
+    # (scripts/performance/configs/llama3/workload_base_configs.py, recompute_num_layers=5, since 2025-11)
+    rows = [dict(DENSE_JOB, recompute="none"), DENSE_JOB, dict(DENSE_JOB, recompute_layers=5),
+            dict(DENSE_JOB, recompute_layers=10)]
+    none, full, five, ten = (r for _, r in dse.evaluate_training(pd.DataFrame(rows)).iterrows())
+    assert none["recompute_s"] == 0 < five["recompute_s"] < ten["recompute_s"] < full["recompute_s"]
+    assert five["recompute_s"] == pytest.approx(full["recompute_s"] * 5 / 32, rel=1e-4)
+    assert full["activations_bytes"] < ten["activations_bytes"] < five["activations_bytes"] < none["activations_bytes"]
+    # the stored activations mix the two layer kinds: 5/32 of the layers keep their input only
+    assert five["activations_bytes"] == pytest.approx(
+        (5 * full["activations_bytes"] + 27 * none["activations_bytes"]) / 32, rel=1e-4)
+    assert none["hardware_flops_per_step"] < five["hardware_flops_per_step"] < full["hardware_flops_per_step"]
+    assert five["model_flops_per_step"] == none["model_flops_per_step"]
+
+
+def test_block_recompute_counts_layers_per_model_chunk():
+    # pp 2 x vp 4: chunks of 4 layers, so 4 or more per chunk is every layer (Megatron-Core applies
+    # recompute_num_layers inside each chunk's TransformerBlock); 2 re-runs half of them
+    job = dict(DENSE_JOB, gpus=16, pp=2, vp=4)
+    out = dse.evaluate_training(pd.DataFrame([job, dict(job, recompute_layers=4), dict(job, recompute_layers=2)]))
+    assert out["step_time_s"].iloc[1] == out["step_time_s"].iloc[0]
+    assert out["recompute_s"].iloc[2] == pytest.approx(out["recompute_s"].iloc[0] / 2, rel=1e-4)
+
+
+def test_recompute_layers_without_full_recompute_is_refused_with_its_reason():
+    out = dse.evaluate_training(pd.DataFrame([dict(DENSE_JOB, recompute="selective", recompute_layers=2)]))
+    assert not out["fits"].iloc[0]
+    assert out["infeasible_code"].iloc[0] == schema.REASON_CODE["recompute_layers"]

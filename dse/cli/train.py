@@ -14,7 +14,7 @@ from dse.errors import ConfigError
 # Options: schema columns (their doc, default and domain make the help text). Absent options take
 # the schema default or, for software settings, the framework preset's value.
 INPUTS = ("model", "system", "framework", "gpus", "tp", "pp", "cp", "ep", "vp", "global_batch", "micro_batch",
-          "seq_len", "recompute", "recompute_modules", "zero", "precision", "expert_precision", "adapter", "adapter_rank",
+          "seq_len", "recompute", "recompute_modules", "recompute_layers", "zero", "precision", "expert_precision", "adapter", "adapter_rank",
           "offload_layers", "offload_modules", "train_tokens")
 FLAGS = ("sp", "flash_attention", "dp_overlap", "tp_overlap", "dp_hierarchical")
 REQUIRED = ("model", "system", "gpus")

@@ -93,6 +93,16 @@ def selected(recompute, modules):
     return np.where(recompute == 1, modules, np.where(recompute == 3, OP_SAC, 0))
 
 
+def full_share(w, layers, pp, vp):
+    """Share of a pipeline stage's layers that full recompute re-runs (0 without it): every layer, or
+    under Megatron-Core's block method the first `recompute_layers` of each model chunk, the others
+    keeping their activations (megatron/core/recompute.py @d98e8a64dd: the TransformerBlock of a
+    chunk checkpoints layer_idx < recompute_num_layers)."""
+    chunk = layers / (pp * vp)
+    n = w["recompute_layers"]
+    return np.where(w["recompute"] == 2, np.where(n > 0, np.minimum(n / chunk, 1.0), 1.0), 0.0)
+
+
 def modules_on(chosen, bit):
     """Rows whose chosen modules (`selected`) include the module `bit` (False where no row does)."""
     if np.ndim(chosen) and not int(np.bitwise_or.reduce(chosen, axis=None)) & bit:
@@ -146,10 +156,11 @@ def _rerun(chosen, per_module: dict):
     return total
 
 
-def layer_recompute_s(w, chosen, layer, tp_fwd):
-    """Seconds one layer re-runs in the backward for one micro-batch (`layer`: training.Layer, its
-    rerun_s by module; `chosen`: the rows' `selected` modules)."""
-    seconds = np.where(w["recompute"] == 2, layer.fwd, 0.0)
+def layer_recompute_s(full, chosen, layer, tp_fwd):
+    """Seconds one layer re-runs in the backward for one micro-batch, on average over a stage's
+    layers (`full`: full_share; `layer`: training.Layer, its rerun_s by module; `chosen`: the rows'
+    `selected` modules)."""
+    seconds = full * layer.fwd
     if not np.any(chosen):
         return seconds
     seconds = seconds + _rerun(chosen, layer.rerun_s)

@@ -61,6 +61,7 @@ def reason_codes(m, w):
         (RC["interleave_microbatches"], (vp > 1) & (pp > 1) & ~divides(pp, w["global_batch"] / (dp * w["micro_batch"]))),
         (RC["dualpipe"], P.unschedulable(w["pp_schedule"], pp, vp, w["global_batch"] / (dp * w["micro_batch"]))),
         (RC["offload"], (w["offload_layers"] > 0) & ((pp > 1) | (w["recompute"] != 0) | (w["offload_layers"] >= m.layers))),
+        (RC["recompute_layers"], (w["recompute_layers"] > 0) & (w["recompute"] != 2)),
         (RC["precision_unsupported"], unsupported(w["precision"], w) | (m.is_moe & unsupported(w["expert_precision"], w))),
     ]
     # a global batch defaulted from a fractional dp is the split's fault, not an invalid input
@@ -201,7 +202,7 @@ def ep_exposed(w, layer, ep_fwd, full):
     slack to another exchange: each waits for its data), and the overlapped compute runs slower on
     the SMs the communication kernels hold. The exchanges are taken as equal halves of a layer's
     dispatch + combine; a full recompute's re-run exchange stays exposed."""
-    rerun = np.where(full, ep_fwd, 0.0)
+    rerun = full * ep_fwd
     comm = 2 * ep_fwd + rerun
     if not np.any(w["moe_a2a_overlap"]):
         return comm
@@ -243,22 +244,24 @@ class LayerComm:
         self.cp_fwd, self.cp_bwd = cp_comm(net, place, m, w, cp, tp, layer.tokens, layer)
 
 
-def layer_activation_bytes(m, w, chosen, tp, cp, b):
-    """Stored activation bytes of one layer for one micro-batch on one GPU."""
+def layer_activation_bytes(m, w, chosen, tp, cp, b, full):
+    """Stored activation bytes of one layer for one micro-batch on one GPU, on average over a stage's
+    layers: under the block method (`full` below 1) the layers that do not re-run keep all of theirs."""
     _, moe = L.layer_shares(m)
-    return M.activation_bytes_per_layer(m, b, m.seq_len / cp, tp, w["sp"], w["recompute"],
-                                        w["flash_attention"], moe, chosen,
-                                        L.GEMM_OPERAND_BYTES[w["precision"]],
-                                        L.GEMM_OPERAND_BYTES[w["expert_precision"]], w["remat_by_name"])
+    stored = lambda recompute: M.activation_bytes_per_layer(  # noqa: E731
+        m, b, m.seq_len / cp, tp, w["sp"], recompute, w["flash_attention"], moe, chosen,
+        L.GEMM_OPERAND_BYTES[w["precision"]], L.GEMM_OPERAND_BYTES[w["expert_precision"]], w["remat_by_name"])
+    kept, partial = stored(w["recompute"]), (w["recompute"] == 2) & (full < 1.0)
+    return only_where(partial, lambda: np.where(partial, full * kept + (1.0 - full) * stored(np.zeros_like(w["recompute"])), kept), kept)
 
 
-def activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer):
+def activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer, full):
     """(activation bytes per GPU, exposed offload seconds per step): the in-flight micro-batches'
     stored layer activations less what goes to host memory (whole layers, offload_layers; or the
     offload_modules' inputs of every in-flight layer but the last forward one, whose backward comes
     first: Megatron-Core keeps that group on the GPU so the reload does not stall), plus the logits
     on a single stage; and the host-link copies that outlast the layers' compute."""
-    act_layer = layer_activation_bytes(m, w, chosen, tp, cp, b)
+    act_layer = layer_activation_bytes(m, w, chosen, tp, cp, b, full)
     link = w["host_link_bandwidth_bytes_per_s"] * K["host_link_efficiency"]
     offloading, fine = w["offload_layers"] > 0, w["offload_modules"] != 0
     inflight = M.inflight_layers(m.layers, pp, vp, microbatches)
@@ -286,13 +289,12 @@ def optimizer_step_s(w, state, tp, cp, dp, ep, etp):
     return R.stream_time_s(opt_params * per_param, w["memory_bandwidth_bytes_per_s"], w["memory_efficiency"])
 
 
-def flops_and_utilisation(m, w, hw, step, tokens_per_step, selective_flops):
+def flops_and_utilisation(m, w, hw, step, tokens_per_step, selective_flops, full):
     """(model FLOPs, hardware FLOPs, MFU, HFU) of one step; MFU against the training precision's peak.
     Recompute adds the layers' forward (full) or `selective_flops`, the modules' re-run FLOPs of a step."""
-    full = w["recompute"] == 2
     fwd_token = m.forward_flops_per_token(m.seq_len)
     model_flops = (2 + A.weight_grad_share(w)) * fwd_token * tokens_per_step   # LoRA: no weight gradients
-    recompute = np.where(full, (fwd_token - 2 * m.vocab * m.hidden) * tokens_per_step, selective_flops)
+    recompute = np.where(full > 0, full * (fwd_token - 2 * m.vocab * m.hidden) * tokens_per_step, selective_flops)
     hardware_flops = model_flops + recompute
     peak = peak_flops_per_s(w["precision"], hw)
     return model_flops, hardware_flops, model_flops / (step * w["gpus"] * peak), hardware_flops / (step * w["gpus"] * peak)
@@ -308,12 +310,12 @@ class SlowestStage:
 
     def __init__(self, m, w, comm, full, chosen, ep, pp, vp):
         layer, tp_fwd, tp_bwd, cp_fwd, cp_bwd = comm.layer, comm.tp_fwd, comm.tp_bwd, comm.cp_fwd, comm.cp_bwd
-        recompute_layer = RE.layer_recompute_s(w, chosen, layer, tp_fwd)
-        moe_rerun = full | RE.modules_on(chosen, RE.MOE)   # re-runs the exchange and its host sync
+        recompute_layer = RE.layer_recompute_s(full, chosen, layer, tp_fwd)
+        moe_rerun = np.maximum(full, RE.modules_on(chosen, RE.MOE))   # re-runs the exchange and its host sync
         ep_layer = ep_exposed(w, layer, comm.ep_fwd, moe_rerun)
         sync_layer = (1.0 + moe_rerun) * H.sync_wait_s(m, w, ep, layer, comm.ep_fwd)
-        tp_layer = tp_fwd + tp_bwd + np.where(full, tp_fwd, 0.0)
-        cp_layer = cp_fwd + cp_bwd + np.where(full, cp_fwd, 0.0)
+        tp_layer = tp_fwd + tp_bwd + full * tp_fwd
+        cp_layer = cp_fwd + cp_bwd + full * cp_fwd
         per_layer = layer.fwd + layer.bwd + recompute_layer + tp_layer + cp_layer + ep_layer + sync_layer
         mtp = w["mtp_layers"] * 2.0 / np.maximum(m.blocks_per_layer, 1e-6)
         heads = (1.0 + w["mtp_layers"]) * layer.head + w["mtp_layers"] * layer.mtp_proj
@@ -337,7 +339,7 @@ def training_columns(w: dict) -> dict:
     layer, tp_fwd, all_gather = comm.layer, comm.tp_fwd, comm.all_gather
     act_msg = layer.tokens * m.hidden * M.ACT_BYTES
 
-    full = w["recompute"] == 2
+    full = RE.full_share(w, m.layers, pp, vp)   # the share of a stage's layers full recompute re-runs
     chosen = RE.selected(w["recompute"], w["recompute_modules"])   # selective recompute's module bits
     stage = SlowestStage(m, w, comm, full, chosen, ep, pp, vp)
     layers_per_stage = stage.layers
@@ -353,7 +355,7 @@ def training_columns(w: dict) -> dict:
 
     state = distinct(D.ModelState, w, D.STATE_KEYS)
     weights, grads, optimizer = state.weights, state.grads, state.optimizer
-    activations, offload = activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer)
+    activations, offload = activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer, full)
     if np.any(w["pp_schedule"] == P.DUALPIPE):   # two stages' parameters, one more micro-batch in flight
         copies = P.state_copies(w["pp_schedule"])
         weights, grads, optimizer = weights * copies, grads * copies, optimizer * copies
@@ -372,7 +374,7 @@ def training_columns(w: dict) -> dict:
 
     tokens_per_step = w["global_batch"] * m.seq_len
     model_flops, hardware_flops, mfu, hfu = flops_and_utilisation(
-        m, w, hw, step, tokens_per_step, RE.layer_recompute_flops(chosen, layer) * m.layers * microbatches * w["gpus"] / pp)
+        m, w, hw, step, tokens_per_step, RE.layer_recompute_flops(chosen, layer) * m.layers * microbatches * w["gpus"] / pp, full)
     oom = (reason == 0) & (mem + K["reserved_bytes"] > hw["memory_capacity_bytes"])
     reason = np.where(oom, RC["out_of_memory"], reason).astype(np.int8)
     return {
