@@ -140,6 +140,7 @@ def training_inputs(work: dict, n: int) -> dict:
                sp=_sequence_parallel(work, tp), topology_code=schema.enum_codes(work, "topology"),
                zero=_setting(work, "zero", "float"), moe_imbalance=_setting(work, "moe_imbalance", "float"),
                moe_capacity_factor=_setting(work, "moe_capacity_factor", "float"),
+               moe_rank_capacity_factor=_setting(work, "moe_rank_capacity_factor", "float"),
                moe_dispatcher=_setting(work, "moe_dispatcher", "code"), cp_comm=_setting(work, "cp_comm", "code"),
                pp_schedule=_setting(work, "pp_schedule", "code"),
                mtp_layers=_model_float(f("mtp_layers")),

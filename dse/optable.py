@@ -54,7 +54,7 @@ def _phase_ops(phase, w, m, batch, isl, osl, tp, n):
         dense, moe = L.layer_shares(m)
         ops = X.attention_projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
         if np.any(m.is_moe):
-            busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"], w["moe_pad_to_capacity"])
+            busiest, full = L.routing_load(m, w, ep)
             ops += L.moe_ops(m, s, operand, moe, busiest, token_scale=full)
         ops += [L.fused_attention_op(m, s, 0.0, 1.0, 2.5)] + X.recurrent_ops(m, s, operand, decode=False)
         ops += L.training_head_ops(m, s.tokens, tp)

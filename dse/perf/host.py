@@ -10,9 +10,11 @@ K = catalog.constants()
 
 
 def static_expert_sizes(w):
-    """Rows whose routed experts run padded to a fixed capacity: their sizes are known before the
-    step, so neither the host's sync on the token counts nor its per-expert launches are needed."""
-    return (w["moe_capacity_factor"] > 0) & w["moe_pad_to_capacity"]
+    """Rows whose routed experts run padded to a fixed capacity, or receive into fixed per-rank
+    buffers (moe_rank_capacity_factor: Megatron-Core's static-shape mode, 'CUDA-graph capturable',
+    transformer_config.py @d98e8a64dd): their sizes are known before the step, so neither the
+    host's sync on the token counts nor its per-expert launches are needed."""
+    return ((w["moe_capacity_factor"] > 0) & w["moe_pad_to_capacity"]) | (w["moe_rank_capacity_factor"] > 0)
 
 
 def host_time(m, w, ep):
@@ -23,7 +25,7 @@ def host_time(m, w, ep):
     _, moe = L.layer_shares(m)
     eager = np.where(w["cuda_graphs"], 0.0, w["host_layer_s"])
     expert = w["host_expert_s"]
-    if np.any(w["moe_capacity_factor"] > 0):
+    if np.any((w["moe_capacity_factor"] > 0) | (w["moe_rank_capacity_factor"] > 0)):
         expert = np.where(w["cuda_graphs"] & static_expert_sizes(w), 0.0, expert)
     return eager + moe * m.experts / ep * expert
 

@@ -140,6 +140,20 @@ def capacity_load(imbalance, capacity, padded):
     return busiest, np.where(full, capacity, 1.0)
 
 
+def routing_load(m, w, ep):
+    """capacity_load of a row's routing (moe_imbalance, its expert capacity) under its per-rank token
+    budget (moe_rank_capacity_factor; Megatron-Core moe_expert_rank_capacity_factor: with HybridEP a
+    rank drops the tokens beyond budget x the mean rank load): the busiest rank's load is at most the
+    budget, so the busiest expert's at most the ratio whose rank skew reaches it; a budget below
+    the mean cuts every rank's tokens to it."""
+    busiest, full = capacity_load(w["moe_imbalance"], w["moe_capacity_factor"], w["moe_pad_to_capacity"])
+    budget = w["moe_rank_capacity_factor"]
+    if not np.any(budget > 0):
+        return busiest, full
+    limit = np.where(budget > 0, MOE.expert_ratio_at_rank_load(budget, m.experts, ep), np.inf)
+    return np.minimum(busiest, limit), np.where((budget > 0) & (budget < 1.0), np.minimum(full, budget), full)
+
+
 def moe_ops(m, s: Shape, operand, moe_share, imbalance, spread=None, token_scale=1.0, per_expert_gemms=False,
             expert_operand=None, expert_gemm_efficiency=1.0) -> list:
     """Router GEMM, the routed experts as one MoE layer kernel (permute, grouped GEMMs, activation,

@@ -84,8 +84,7 @@ class Layer:
         backward = np.where(flash, np.float32(K["flash_backward_factor"]), np.float32(K["unfused_backward_factor"]))
         ops = X.attention_projection_ops(m, s, operand) + L.mlp_ops(m, s, operand, dense)
         # (busiest expert's load, tokens every expert computes) over the mean, under any capacity
-        self.routing = busiest, full = L.capacity_load(w["moe_imbalance"], w["moe_capacity_factor"],
-                                                       w["moe_pad_to_capacity"])
+        self.routing = busiest, full = L.routing_load(m, w, ep)
         if np.any(m.is_moe):
             ops += L.moe_ops(m, experts, operand, moe, busiest, token_scale=full, per_expert_gemms=True,
                              expert_operand=expert_operand, expert_gemm_efficiency=w["expert_gemm_efficiency"])
@@ -216,7 +215,7 @@ def ep_exposed(w, layer, ep_fwd, full):
 # model and hardware).
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "attention_fa2", "precision", "expert_precision",
               "expert_gemm_efficiency", "moe_imbalance",
-              "moe_capacity_factor", "moe_pad_to_capacity", "adapter", "adapter_modules", "document_tokens", "remat_by_name",
+              "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_capacity_factor", "adapter", "adapter_modules", "document_tokens", "remat_by_name",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
 
 

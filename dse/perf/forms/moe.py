@@ -74,6 +74,12 @@ def rank_skew(busiest_expert_ratio, num_experts, topk, ep_size):
     return 1.0 + (m - 1.0) / local ** RANK_SKEW_EXPONENT
 
 
+def expert_ratio_at_rank_load(rank_load, num_experts, ep_size):
+    """The busiest-expert ratio whose rank_skew is `rank_load`: rank_skew's inverse."""
+    local = np.maximum(num_experts / ep_size, 1.0)
+    return 1.0 + (np.maximum(rank_load, 1.0) - 1.0) * local ** RANK_SKEW_EXPONENT
+
+
 def routed_pairs(num_tokens, topk, num_experts, ep_size, busiest_expert_ratio=1.0):
     """(token, expert) pairs the busiest EP rank computes."""
     local = np.maximum(num_experts / ep_size, 1.0)
