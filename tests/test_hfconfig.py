@@ -71,6 +71,11 @@ PUBLISHED = [
     ("qwen3-32b", 32.8e9, "total", "Qwen3-32B model card: 32.8B parameters"),
     ("qwen3-32b", 31.2e9, "non_embedding", "Qwen3-32B model card: 31.2B non-embedding"),
     ("minimax-m2.5", 230e9, "total", "MiniMax-M2 release (minimax.io/news/minimax-m2): 230B total parameters"),
+    ("nemotron3-ultra-550b-a55b", 550e9, "total", "NVIDIA Nemotron 3 Ultra model name: 550B total, A55B active"),
+    ("nemotron3-ultra-550b-a55b", 55e9, "active_no_embedding", "NVIDIA Nemotron 3 Ultra model name: A55B, the weights a token multiplies"),
+    ("qwen3-coder-480b-a35b", 480e9, "total", "Qwen3-Coder-480B-A35B-Instruct model card: 480B total, 35B activated"),
+    ("qwen3.5-122b-a10b", 122e9, "total", "Qwen3.5-122B-A10B model name: 122B total (with its vision encoder, not modelled)"),
+    ("qwen3.5-35b-a3b", 35e9, "total", "Qwen3.5-35B-A3B model name: 35B total (with its vision encoder, not modelled)"),
     # safetensors headers of nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16 (as a public model-sheet parser's
     # tests tally them): 123,611,033,088 parameters, of which 2,942,324,736 are the multi-token-prediction
     # block (not part of the model counted here) and 20,992 FP32 router correction biases; 107,898,470,400
@@ -163,6 +168,9 @@ def test_layer_patterns_reduce_to_shares():
     assert float(nemo.mamba_fraction[0] * 118) == pytest.approx(54)
     assert float(nemo.attention_fraction[0] * 118) == pytest.approx(10)
     assert float(nemo.dense_layers[0]) == pytest.approx(54) and not bool(nemo.gated[0])
+    ultra = model_of(config_path("nemotron3-ultra-550b-a55b"))  # transformers 5's layers_block_type, no num_hidden_layers
+    assert float(ultra.layers[0]) == 108 and float(ultra.mamba_fraction[0] * 108) == pytest.approx(48)
+    assert float(ultra.moe_layers[0]) == pytest.approx(48) and float(ultra.attention_fraction[0] * 108) == pytest.approx(12)
     nano = model_of(config_path("nemotron3-nano-30b-a3b"))  # 23 M, 6 *, 23 E; shared expert 3712 = 2 x 1856
     assert float(nano.moe_layers[0]) == pytest.approx(23) and float(nano.shared_experts[0]) == 2
     qnext = model_of(config_path("qwen3-next-80b-a3b"))
@@ -197,7 +205,9 @@ def test_a_config_evaluates_through_training_and_serving(name):
 CATALOG_TWINS = {"gpt-oss-120b": "gpt-oss-120b", "nemotron-h-56b": "nemotron-h-56b", "deepseek-v3": "deepseek-v3",
                  "qwen3-next-80b-a3b": "qwen3-next-80b-a3b", "gemma3-27b": "gemma3-27b", "llama4-scout": "llama4-scout",
                  "qwen3.5-397b-a17b": "qwen3.5-397b-a17b", "qwen3.5-27b": "qwen3.5-27b",
-                 "deepseek-v3.2": "deepseek-v3.2", "glm-5": "glm-5"}
+                 "deepseek-v3.2": "deepseek-v3.2", "glm-5": "glm-5", "nemotron3-ultra-550b-a55b": "nemotron3-ultra-550b-a55b",
+                 "qwen3-coder-480b-a35b": "qwen3-coder-480b-a35b", "qwen3.5-122b-a10b": "qwen3.5-122b-a10b",
+                 "qwen3.5-35b-a3b": "qwen3.5-35b-a3b"}
 
 
 @pytest.mark.parametrize("config,name", list(CATALOG_TWINS.items()))

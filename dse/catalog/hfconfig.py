@@ -8,7 +8,7 @@ row. Nothing is downloaded: the config is read from disk or given in memory.
 Families (by `model_type`, else by `architectures[0]`; the per-family mappers are in
 dse.catalog.hffamilies): Llama, Mistral, Qwen2, Qwen3 (dense); Mixtral; Qwen2-MoE, Qwen3-MoE;
 DeepSeek-V2/V3 and Kimi K2 / K2.5 (MLA); DeepSeek-V3.2 and GLM-5 (MLA with DeepSeek Sparse Attention);
-GPT-OSS; Llama 4; Gemma 3; Nemotron-H and Nemotron 3 (`hybrid_override_pattern`); Qwen3-Next and
+GPT-OSS; Llama 4; Gemma 3; Nemotron-H and Nemotron 3 (`hybrid_override_pattern` or `layers_block_type`); Qwen3-Next and
 Qwen3.5; Qwen3-VL (the text model of the vision-language config); MiniMax-M2. A per-layer pattern (`layer_types`,
 `hybrid_override_pattern`, `no_rope_layers`, `mlp_only_layers`, a MoE step) is reduced to the
 share of the layers of each type; which layer has which type does not change time or memory to

@@ -246,14 +246,31 @@ def gemma3(f: Fields) -> dict:
 NEMOTRON_H_SYMBOLS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
+NEMOTRON_H_BLOCKS = {kind: symbol for symbol, kind in NEMOTRON_H_SYMBOLS.items()}
+
+
+def nemotron_h_pattern(f: Fields) -> tuple[str, Fields]:
+    """(one symbol per layer, the fields with the layer count): `hybrid_override_pattern`, or the
+    per-layer `layers_block_type` list of transformers 5's NemotronHConfig (mamba, attention, mlp,
+    moe), whose configs may leave num_hidden_layers out (it is the list's length)."""
+    blocks = f.get("layers_block_type")
+    if f.has("hybrid_override_pattern") or blocks is None:
+        return f.get("hybrid_override_pattern"), f
+    if not isinstance(blocks, list) or not blocks or any(b not in NEMOTRON_H_BLOCKS for b in blocks):
+        raise f.error("layers_block_type", f"{blocks!r} is not a list of {', '.join(NEMOTRON_H_BLOCKS)}")
+    if not f.has("num_hidden_layers"):
+        f = Fields({**f.fields, "num_hidden_layers": len(blocks)}, f.where, f.prefix)
+    return "".join(NEMOTRON_H_BLOCKS[b] for b in blocks), f
+
+
 def nemotron_h(f: Fields) -> dict:
-    """Nemotron-H / Nemotron Nano 2 / Nemotron 3: `hybrid_override_pattern` gives one symbol per
-    layer, M Mamba-2, * attention, - a squared-ReLU MLP, E a MoE of squared-ReLU experts; every layer
-    is one of them (its own norm and residual). Nemotron 3 Super's experts are LatentMoE
-    (`moe_latent_size`: dse column moe_latent_dim)."""
+    """Nemotron-H / Nemotron Nano 2 / Nemotron 3: `hybrid_override_pattern` (or `layers_block_type`)
+    gives one symbol per layer, M Mamba-2, * attention, - a squared-ReLU MLP, E a MoE of squared-ReLU
+    experts; every layer is one of them (its own norm and residual). Nemotron 3 Super's and Ultra's
+    experts are LatentMoE (`moe_latent_size`: dse column moe_latent_dim)."""
     if f.has("block_configs"):
         raise f.error("block_configs", "per-layer block configs (Nemotron-H Puzzle) are not representable")
-    pattern = f.get("hybrid_override_pattern")
+    pattern, f = nemotron_h_pattern(f)
     if not isinstance(pattern, str) or not pattern:
         raise f.error("hybrid_override_pattern", f"{pattern!r} is not a pattern of M, *, - and E")
     unknown = sorted(set(pattern) - set(NEMOTRON_H_SYMBOLS))
