@@ -225,3 +225,12 @@ def test_recompute_layers_without_full_recompute_is_refused_with_its_reason():
     out = dse.evaluate_training(pd.DataFrame([dict(DENSE_JOB, recompute="selective", recompute_layers=2)]))
     assert not out["fits"].iloc[0]
     assert out["infeasible_code"].iloc[0] == schema.REASON_CODE["recompute_layers"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 32), st.integers(1, 32))
+def test_more_block_recompute_layers_never_store_more_nor_recompute_less(a, b):
+    few, many = sorted((a, b))
+    out = dse.evaluate_training(pd.DataFrame([dict(DENSE_JOB, recompute_layers=few), dict(DENSE_JOB, recompute_layers=many)]))
+    assert out["activations_bytes"].iloc[1] <= out["activations_bytes"].iloc[0] * (1 + 1e-6)
+    assert out["recompute_s"].iloc[1] >= out["recompute_s"].iloc[0] * (1 - 1e-6)
