@@ -244,8 +244,6 @@ def gemma3(f: Fields) -> dict:
 
 
 NEMOTRON_H_SYMBOLS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
-
-
 NEMOTRON_H_BLOCKS = {kind: symbol for symbol, kind in NEMOTRON_H_SYMBOLS.items()}
 
 

@@ -25,8 +25,9 @@ def host_time(m, w, ep):
     _, moe = L.layer_shares(m)
     eager = np.where(w["cuda_graphs"], 0.0, w["host_layer_s"])
     expert = w["host_expert_s"]
-    if np.any((w["moe_capacity_factor"] > 0) | (w["moe_rank_capacity_factor"] > 0)):
-        expert = np.where(w["cuda_graphs"] & static_expert_sizes(w), 0.0, expert)
+    static = static_expert_sizes(w)
+    if np.any(static):
+        expert = np.where(w["cuda_graphs"] & static, 0.0, expert)
     return eager + moe * m.experts / ep * expert
 
 

@@ -251,7 +251,8 @@ def layer_activation_bytes(m, w, chosen, tp, cp, b, full):
         m, b, m.seq_len / cp, tp, w["sp"], recompute, w["flash_attention"], moe, chosen,
         L.GEMM_OPERAND_BYTES[w["precision"]], L.GEMM_OPERAND_BYTES[w["expert_precision"]], w["remat_by_name"])
     kept, partial = stored(w["recompute"]), (w["recompute"] == 2) & (full < 1.0)
-    return only_where(partial, lambda: np.where(partial, full * kept + (1.0 - full) * stored(np.zeros_like(w["recompute"])), kept), kept)
+    mixed = lambda: full * kept + (1.0 - full) * stored(np.zeros_like(w["recompute"]))  # noqa: E731
+    return only_where(partial, lambda: np.where(partial, mixed(), kept), kept)
 
 
 def activations_and_offload(m, w, chosen, tp, pp, cp, vp, b, microbatches, layer, full):
