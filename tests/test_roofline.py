@@ -474,6 +474,29 @@ def test_narrow_heads_match_cudnn_published_64_wide_forward(system, part):
         assert float(fwd[0]) / narrow.flops > 1.3 * float(roofline.training_attention_s(wide, r)[0][0]) / wide.flops
 
 
+@pytest.mark.parametrize("system, part", [("gb200", "GB200"), ("gb300", "GB300"), ("h200", "H200")])
+def test_narrow_heads_backward_matches_cudnn_published_windowed_training(system, part):
+    # dse/catalog/cudnn_sdpa_head_dim_training.csv: cuDNN 9.19's forward and backward of GPT-OSS-shaped
+    # 64-wide heads under a 1,024-token window, 2K-32K tokens (NVIDIA/cudnn-frontend sdpa_benchmark_training)
+    from dse.calibrate.training_attention import NARROW_TRAINING, published
+    rows = published(NARROW_TRAINING)
+    rows = rows[rows["gpu"] == part]
+    assert len(rows) == 5
+    r = _training_attention_rates(system)
+    for _, row in rows.iterrows():
+        seq, window = float(row["seq"]), float(row["window"])
+        keys = 2.0 * window - window * window / seq   # dse.perf.layer.kernel_keys of a window, in ctx units
+        flops = 4.0 * row["batch"] * row["q_heads"] * seq * keys * row["head_dim"] * 0.5
+        op = Op("attention", "attention", "fused", seq, keys, 64.0, flops=flops,
+                bytes=row["batch"] * seq * 4 * row["q_heads"] * 64 * 2.0, backward=2.5, head_dims=128.0)
+        _, bwd = roofline.training_attention_s(op, r)
+        assert float(bwd[0]) == pytest.approx(row["bwd_ms"] * 1e-3, rel=0.06)
+    # the backward runs five score-sized products per exponential, the forward two: narrow heads
+    # cost the backward less of its efficiency than the forward
+    p = r.train_attention
+    assert float(p["bwd_head_dim_k"][0]) < float(p["fwd_head_dim_k"][0])
+
+
 @settings(max_examples=40, deadline=None, derandomize=True)
 @given(st.floats(16.0, 512.0), st.floats(0.0, 1000.0))
 def test_head_size_factor_is_one_from_128_and_grows_with_the_head(d, k):

@@ -11,15 +11,19 @@ own catalog peak; a projection for the B parts, whose lower power limit the peak
 
 Per pass, `efficiency_max` and `half_keys` minimise the log-ratio of predicted to measured latency
 over the part's rows; FLOPs are causal (half the score tiles) and the backward's are
-`flash_backward_factor` times the forward's. `head_dim_k` then fits the forward of 64-wide heads
+`flash_backward_factor` times the forward's. `fwd_head_dim_k` then fits the forward of 64-wide heads
 (`cudnn_sdpa_head_dim.csv`: GPT-OSS's causal attention with its sinks, cuDNN 9.27's published
 prefill benchmark on the same three parts) against the 128-wide forward fit times the prefill
-form's head-size scaling, which the training path applies as well. Values are rounded to 3
-significant digits before the stored predictions are computed.
+form's head-size scaling, which the training path applies as well; `bwd_head_dim_k` fits the
+backward of 64-wide heads (`cudnn_sdpa_head_dim_training.csv`: cuDNN 9.19's published training
+benchmark of GPT-OSS-shaped heads under a 1,024-token window, the same release as the 128-wide
+rows) against the 128-wide backward fit at the window's keys. Values are rounded to 3 significant
+digits before the stored predictions are computed.
 """
 from __future__ import annotations
 
 from importlib import resources
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -30,6 +34,7 @@ from dse.calibrate import Fit, round_sig
 from dse.calibrate.tables import KernelData
 from dse.perf.forms import training_attention as form
 from dse.perf.forms.attention import head_dims_scale
+from dse.perf.layer import kernel_keys
 
 FAMILY = "training_attention"
 STAND_IN = {"gb200": "GB200", "b200_sxm": "GB200", "gb300": "GB300", "b300_sxm": "GB300",
@@ -37,16 +42,12 @@ STAND_IN = {"gb200": "GB200", "b200_sxm": "GB200", "gb300": "GB300", "b300_sxm":
 MEASURED_ON = {"GB200": "gb200", "GB300": "gb300", "H200": "h200"}   # the catalog system of each part
 DATA = "cudnn_sdpa_training.csv"
 NARROW = "cudnn_sdpa_head_dim.csv"   # forward latencies of 64-wide heads (GPT-OSS's, cuDNN 9.27)
+NARROW_TRAINING = "cudnn_sdpa_head_dim_training.csv"   # forward and backward of windowed 64-wide heads (cuDNN 9.19)
 
 
 def published(name: str = DATA) -> pd.DataFrame:
     with resources.files("dse.catalog").joinpath(name).open("r") as fh:
         return pd.read_csv(fh)
-
-
-def _causal_flops(rows: pd.DataFrame) -> np.ndarray:
-    s = rows["seq"].to_numpy(float)
-    return 4.0 * rows["batch"] * rows["q_heads"] * s * s * rows["head_dim"].to_numpy(float) * 0.5
 
 
 def _fit_pass(keys, flops, latency_s, peak):
@@ -57,11 +58,23 @@ def _fit_pass(keys, flops, latency_s, peak):
     return efficiency_max, half_keys, flops / (peak * form.efficiency(keys, efficiency_max, half_keys))
 
 
-def _fit_head_dim(rows, efficiency_max, half_keys, peak, softmax_dim):
-    """(head_dim_k, predicted seconds) of the 64-wide forward rows given the 128-wide forward fit and
-    the prefill form's head-size scaling (`softmax_dim`, the part's fitted attention_softmax_dim)."""
-    keys, flops = rows["seq"].to_numpy(float), _causal_flops(rows).to_numpy(float)
-    d, latency_s = rows["head_dim"].to_numpy(float), rows["fwd_ms"].to_numpy(float) * 1e-3
+def _windowed_keys_and_flops(rows):
+    """Keys per query (in the units of dse.perf.layer.kernel_keys) and causal FLOPs of each row's
+    attention, under its sliding window where it states one."""
+    s, heads = rows["seq"].to_numpy(float), (rows["batch"] * rows["q_heads"]).to_numpy(float)
+    window = rows["window"].to_numpy(float) if "window" in rows else np.zeros_like(s)
+    m = SimpleNamespace(window_fraction=(window > 0).astype(float), window=window, chunk_fraction=0.0, sparse_topk=0.0)
+    keys = kernel_keys(m, s)
+    return keys, 4.0 * heads * s * keys * rows["head_dim"].to_numpy(float) * float(catalog.constant("causal_skip"))
+
+
+def _fit_head_dim(rows, latency_ms, efficiency_max, half_keys, peak, softmax_dim, factor=1.0):
+    """(head_dim_k, predicted seconds) of one pass over narrow-head rows given that pass's 128-wide
+    fit and the prefill form's head-size scaling (`softmax_dim`, the part's fitted attention_softmax_dim);
+    `factor` scales the forward's FLOPs to the pass's (flash_backward_factor for the backward)."""
+    keys, flops = _windowed_keys_and_flops(rows)
+    flops = factor * flops
+    d, latency_s = rows["head_dim"].to_numpy(float), latency_ms.to_numpy(float) * 1e-3
     wide = peak * form.efficiency(keys, efficiency_max, half_keys) * head_dims_scale(softmax_dim, 2.0 * d)
 
     def residual(p):
@@ -78,7 +91,7 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     rows = rows[rows["gpu"] == part]
     system = catalog.systems().loc[MEASURED_ON[part]]
     peak = float(system["peak_bf16_flops_per_s"])
-    keys, flops = rows["seq"].to_numpy(float), _causal_flops(rows).to_numpy(float)
+    keys, flops = _windowed_keys_and_flops(rows)
     backward = float(catalog.constant("flash_backward_factor"))
     measured, predicted, params = [], [], {}
     for name, latency_ms, factor in (("fwd", rows["fwd_ms"], 1.0), ("bwd", rows["bwd_ms"], backward)):
@@ -87,14 +100,17 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
         params[f"{name}_efficiency_max"], params[f"{name}_half_keys"] = float(e), float(h)
         measured.append(latency_s)
         predicted.append(pred)
-    narrow = published(NARROW)
-    narrow = narrow[narrow["gpu"] == part]
-    k, pred = _fit_head_dim(narrow, params["fwd_efficiency_max"], params["fwd_half_keys"], peak,
-                            float(system["attention_softmax_dim"]))
-    params["head_dim_k"] = float(k)
-    measured.append(narrow["fwd_ms"].to_numpy(float) * 1e-3)
-    predicted.append(pred)
+    softmax_dim = float(system["attention_softmax_dim"])
+    for name, table, factor in (("fwd", NARROW, 1.0), ("bwd", NARROW_TRAINING, backward)):
+        narrow = published(table)
+        narrow = narrow[narrow["gpu"] == part]
+        k, pred = _fit_head_dim(narrow, narrow[f"{name}_ms"], params[f"{name}_efficiency_max"],
+                                params[f"{name}_half_keys"], peak, softmax_dim, factor)
+        params[f"{name}_head_dim_k"] = float(k)
+        measured.append(narrow[f"{name}_ms"].to_numpy(float) * 1e-3)
+        predicted.append(pred)
     basis = (f"cuDNN 9.19 fused attention fwd+bwd published in NVIDIA/cudnn-frontend sdpa_benchmark_training "
-             f"({part}, BF16 causal, {len(rows)} lengths 2K-32K; dse/catalog/{DATA}); head_dim_k on cuDNN 9.27's "
-             f"forward of 64-wide heads ({len(narrow)} lengths; dse/catalog/{NARROW})")
+             f"({part}, BF16 causal, {len(rows)} lengths 2K-32K; dse/catalog/{DATA}); fwd_head_dim_k on cuDNN 9.27's "
+             f"forward of 64-wide heads (dse/catalog/{NARROW}), bwd_head_dim_k on cuDNN 9.19's backward of "
+             f"64-wide heads under a 1,024-token window (dse/catalog/{NARROW_TRAINING})")
     return [Fit(FAMILY, gpu, "bf16", params, np.concatenate(measured), np.concatenate(predicted), basis)]

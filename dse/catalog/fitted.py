@@ -34,7 +34,8 @@ DECODE_FORM_PARAMS = ("decode_sm_count", "decode_grouped_min_items", "decode_flo
                       "decode_cta_s", "decode_key_s", "decode_query_s", "decode_head_cta_s", "decode_head_key_s",
                       "decode_bandwidth_efficiency", "decode_reread_fraction", "decode_split_s", "decode_head_split_s",
                       "decode_empty_split_s")
-TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys", "head_dim_k")
+TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys",
+                             "fwd_head_dim_k", "bwd_head_dim_k")
 MIN_LATENCY = "nvfp4-min-latency"   # the fit of TensorRT-LLM's NVFP4 min-latency MoE kernels (dse calibrate)
 # vLLM's own MoE kernels (dse.calibrate.moe_vllm, family moe_vllm, precisions vllm-<format>): the formats
 # fitted, their model columns moe_vllm_<parameter>_<format>, and the per-format markers

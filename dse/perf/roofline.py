@@ -307,9 +307,8 @@ def training_attention_s(op, r: Rates):
         return forward, forward * op.backward
     keys = np.minimum(op.m, op.n)
     fitted = np.isfinite(p["fwd_efficiency_max"])
-    narrow = TA.head_dim_factor(op.head_dims / 2.0, p["head_dim_k"])   # mean of the q/k and v head sizes
-
     def slower(name):   # this pass's compute time over the prefill-derived one (1 where no fit)
+        narrow = TA.head_dim_factor(op.head_dims / 2.0, p[f"{name}_head_dim_k"])   # mean of the q/k and v head sizes
         eff = TA.efficiency(keys, p[f"{name}_efficiency_max"], p[f"{name}_half_keys"]) * narrow
         return np.where(fitted, r.attention_efficiency / np.where(fitted, eff, 1.0), 1.0) / p.get("speed", 1.0)
     return np.maximum(compute * slower("fwd"), memory), op.backward * np.maximum(compute * slower("bwd"), memory)

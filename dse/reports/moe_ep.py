@@ -29,7 +29,7 @@ DS_RATIO = dict(model="deepseek-v3", system="h800", gpus=2048, tp=1, pp=16, ep=6
                 micro_batch=1, zero=1, precision="fp8-block", moe_dispatcher="flex", moe_a2a_overlap=False)
 GAP_NOTES = {
     "Megatron-Bridge Qwen3 MoE (128 experts, top-8)": "Qwen3-235B on DGX B200 without the overlap (PP 8): unexplained excess, see dse validate",
-    "Megatron-Bridge GPT-OSS 120B (25.11/26.02)": "GPT-OSS in Megatron-Bridge: unexplained excess (AutoModel's GPT-OSS rows are 8-12% too slow)",
+    "Megatron-Bridge GPT-OSS 120B (25.11/26.02)": "GPT-OSS in Megatron-Bridge: unexplained excess (AutoModel's GPT-OSS rows are 7-12% too slow)",
     "DeepSeek-V3 report (H800, FP8)": "average over the whole run: a lower bound of the steady rate",
     "Megatron-Bridge 25.11/26.02 (H100, Blackwell)": "DeepSeek-V3 on DGX B200/B300 (EP 8, 32 local experts): unexplained excess beyond the dispatch sync wait; on NVL72 racks within 2-11%",
     "torchtitan / PyTorch MoE": "torchtitan preset (grouped GEMMs at torchao's measured speed); the rest unexplained",
@@ -122,8 +122,8 @@ all-to-all overlap the combined 1F1B schedule also pays a host time per micro-ba
 than without the overlap. Even where the GPUs pace the step, a dropless MoE layer's dispatcher syncs
 host and GPU in its forward, so the GPUs wait while the host launches the local experts (DeepSeek-V3
 on DGX B200 and B300 with 32 local experts). Still unexplained: Qwen3-235B on DGX B200 without the
-overlap (19% too fast), GPT-OSS in Megatron-Bridge (measured 1.18-1.46x slower than dse on every system
-but DGX B200; NeMo AutoModel's GPT-OSS rows are 8-12% too slow) and torchtitan's Llama 4 Scout runs (about 60% of
+overlap (19% too fast), GPT-OSS in Megatron-Bridge (measured 1.18-1.47x slower than dse on every system
+but DGX B200; NeMo AutoModel's GPT-OSS rows are 7-12% too slow) and torchtitan's Llama 4 Scout runs (about 60% of
 dse's throughput with the torchtitan preset, whose grouped GEMMs run at torchao's measured speed).
 In inference, EP spreads the expert weights so decode reads fewer bytes per GPU,
 at the price of a dispatch/combine on every MoE layer of every decode step.

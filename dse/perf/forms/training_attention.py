@@ -18,16 +18,17 @@ carry attention sinks), a further
 
     head_dim_factor(d) = min(1, [d / (d + head_dim_k)] / [128 / (128 + head_dim_k)])
 
-of the efficiency, 1 from d = 128 up. `head_dim_k` is fitted on cuDNN's forward of 64-wide heads and
-taken for the backward too (a projection).
+of the efficiency, 1 from d = 128 up, with its own `head_dim_k` per pass, each fitted on cuDNN's
+64-wide heads: the backward's is smaller (fitted 2-20 against the forward's 41-54), as it runs five
+score-sized matrix products per exponential where the forward runs two.
 
 How each parameter carries over to an accelerator derived from technology:
   efficiency_max  a property of the kernel on a tensor-core generation: carries over unchanged.
   half_keys       the fixed work per query tile over the work per key: carries over unchanged
                   within a generation (it is in keys, not seconds).
-  head_dim_k      a score's non-tensor work in head-size units beyond what the prefill scaling
-                  holds (cuDNN's narrow-head tiles, sinks): carries over unchanged within a
-                  generation (a projection; fitted 41-54 on Hopper and Blackwell).
+  head_dim_k      (per pass) a score's non-tensor work in head-size units beyond what the prefill
+                  scaling holds (cuDNN's narrow-head tiles, sinks): carries over unchanged within a
+                  generation (a projection; fitted 41-54 forward, 2-20 backward on Hopper and Blackwell).
 """
 from __future__ import annotations
 
