@@ -1,13 +1,18 @@
-"""`dse list systems|models|frameworks|columns|reasons|assumptions|nodes|memories|networks|packages`:
-what the catalogs and the column schema hold. `assumptions` are the economic defaults behind every
+"""`dse list systems|models|frameworks|precisions|columns|reasons|assumptions|nodes|memories|networks|packages`:
+what the catalogs and the column schema hold; `precisions` are the number formats with their vendor
+spellings (dse/catalog/precisions.csv). `assumptions` are the economic defaults behind every
 dollar figure (electricity price, PUE, lifetime, margin, host and network cost, ...) and the
 technology model's constants, each with its basis (dse/catalog/assumptions.csv)."""
 from __future__ import annotations
 
 from dse import catalog
 
-WHAT = ("systems", "models", "frameworks", "columns", "reasons", "assumptions", "nodes", "memories", "networks",
+WHAT = ("systems", "models", "frameworks", "precisions", "columns", "reasons", "assumptions", "nodes", "memories", "networks",
         "packages")
+# The columns a text listing shows where the whole table is too wide to read (`--json` has them all).
+TEXT_COLUMNS = {"models": ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden", "vocab",
+                           "seq_len", "experts", "top_k", "shared_experts", "moe_ffn_hidden", "sliding_window",
+                           "kv_lora_rank", "mamba_layer_fraction", "linear_attention_layer_fraction")}
 # What each kind of assumption feeds, by the schema group of the column it is the default of.
 ASSUMPTION_USE = {"economics": "cost per run and per Mtoken (capex amortisation, energy)",
                   "technology": "price of a technology-derived accelerator"}
@@ -26,6 +31,9 @@ def table(what: str):
         return catalog.models().drop(columns=["aliases", "source"]).reset_index(drop=True)
     if what == "frameworks":
         return catalog.frameworks().drop(columns=["aliases", "source", "basis"]).reset_index(drop=True).astype(object).fillna("")
+    if what == "precisions":
+        t = catalog._read("precisions.csv").drop(columns=["source"]).fillna("")
+        return t[[c for c in t.columns if c != "aliases"] + ["aliases"]]   # the long spellings last
     if what == "columns":
         return pd.DataFrame([{"name": c.name, "group": c.group, "dtype": c.dtype, "unit": c.unit, "default": c.default,
                               "domain": c.domain, "doc": c.doc} for c in schema.columns().values()])

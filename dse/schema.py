@@ -77,14 +77,31 @@ def unit(name: str) -> str:
     return c.unit if c is not None else ""
 
 
+# Frameworks' names of mapping inputs (Megatron-LM's arguments, trainers' configs), for the hint of an
+# unknown column: `tensor_model_parallel_size` is `tp` here.
+FRAMEWORK_SPELLINGS = {
+    **dict.fromkeys(("tensor_parallel", "tensor_parallel_size", "tensor_model_parallel_size"), "tp"),
+    **dict.fromkeys(("pipeline_parallel", "pipeline_parallel_size", "pipeline_model_parallel_size"), "pp"),
+    **dict.fromkeys(("context_parallel", "context_parallel_size"), "cp"),
+    **dict.fromkeys(("data_parallel", "data_parallel_size"), "dp"),
+    **dict.fromkeys(("expert_parallel", "expert_model_parallel_size"), "ep"),
+    "expert_tensor_parallel_size": "etp", "virtual_pipeline_model_parallel_size": "vp",
+    **dict.fromkeys(("num_gpus", "world_size", "gpu_count"), "gpus"),
+    "micro_batch_size": "micro_batch", "global_batch_size": "global_batch",
+    **dict.fromkeys(("seq_length", "sequence_length", "max_seq_len"), "seq_len"),
+}
+
+
 def check_known(cols, where: str = "input") -> None:
-    """ConfigError for the first column the schema does not know, with the closest known names."""
+    """ConfigError for the first column the schema does not know, with the closest known names
+    (a framework's spelling of a column suggests that column)."""
     known = columns()
     for name in cols:
         key = str(name)
         if key in known or key.startswith(USER_PREFIX):
             continue
-        close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
+        spelled = difflib.get_close_matches(key, list(known) + list(FRAMEWORK_SPELLINGS), n=3, cutoff=0.6)
+        close = list(dict.fromkeys(FRAMEWORK_SPELLINGS.get(c, c) for c in spelled))
         hint = f"did you mean {', '.join(close)}?" if close else "see `dse list columns`"
         raise ConfigError(f"{key}: unknown {where} column ({hint}); prefix your own columns with "
                           f"'{USER_PREFIX}' to carry them through")

@@ -6,6 +6,7 @@ import argparse
 import copy
 import json
 import sys
+import re
 from pathlib import Path
 
 import numpy as np
@@ -130,7 +131,7 @@ def test_infer_prints_the_point(capsys):
     code, out, _ = run(capsys, *INFER)
     assert code == 0
     for text in ("ttft_s", "tpot_s", "e2e_latency_s", "output tokens/s", "per GPU", "kv_cache per GPU",
-                 "mem_per_gpu_bytes", "fits True", "prefill (s)", "decode step (s)", "cost per Mtoken"):
+                 "mem_per_gpu ", "fits True", "prefill (s)", "decode step (s)", "cost per Mtoken"):
         assert text in out, text
 
 
@@ -317,3 +318,39 @@ def test_sweep_progress_counts_rows(tmp_path, capsys):
     sweep(sp, out=tmp_path / "r", jobs=1, progress=True)
     err = capsys.readouterr().err
     assert f"{sp.size}/{sp.size}" in err and "row/s" in err
+
+
+def test_serve_says_how_near_unmet_targets_come(capsys):
+    # targets no configuration meets: the lowest TTFT and TPOT reached, each above its target
+    code, out, _ = run(capsys, "serve", "llama3-70b", "--system", "h100-sxm", "--gpus", "1,8",
+                       "--ttft-ms", "1", "--tpot-ms", "0.1", "--aggregated-only")
+    assert code == 0
+    near = re.search(r"h100-sxm\s+8  no configuration meets the targets \(lowest reached: TTFT ([\d.]+) ms, TPOT ([\d.]+) ms\)", out)
+    assert near and float(near.group(1)) > 1.0 and float(near.group(2)) > 0.1, out
+    assert re.search(r"h100-sxm\s+1  no configuration meets the targets \(none fits in memory\)", out), out
+
+
+def test_list_precisions_names_every_format_and_its_vendor_spellings(capsys):
+    from dse.catalog.precision import NAMES
+    code, out, _ = run(capsys, "list", "precisions")
+    assert code == 0 and all(n in out for n in NAMES) and "fp8-cs" in out and "mxfp8" in out
+
+
+def test_every_dse_list_the_help_texts_point_to_exists():
+    # a help text or column doc that says `dse list X` names a listing that exists
+    from dse import schema
+    from dse.listing import WHAT
+    texts = [c.doc for c in schema.columns().values()]
+    parser = build_parser()
+    for action in parser._subparsers._group_actions[0].choices.values():
+        texts += [a.help or "" for a in action._actions] + [action.description or ""]
+    named = set(re.findall(r"dse list ([a-z]+)", " ".join(texts)))   # WHAT in capitals is the placeholder
+    assert named and named <= set(WHAT), named - set(WHAT)
+
+
+def test_command_descriptions_are_whole_sentences():
+    # each --help description ends a sentence, never mid-way at ';' or ':' (a docstring's first line alone)
+    parser = build_parser()
+    for name, action in parser._subparsers._group_actions[0].choices.items():
+        text = (action.description or "").strip()
+        assert text and text[-1] in ".)`", f"dse {name}: {text[-40:]!r}"

@@ -35,3 +35,27 @@ def test_train_block_matches_the_command():
     command, shown = block.split("\n", 1)[0], block.split("\n", 2)[2]
     args = (command.rstrip(" \\") + " " + block.split("\n")[1].strip()).split()
     assert _dse("train", *args).strip() == shown.strip()
+
+
+def test_infer_block_matches_the_command():
+    block = README.split("```console\n$ dse infer ")[1].split("```")[0]
+    command, shown = block.split("\n", 1)
+    assert _dse("infer", *command.split()).strip() == shown.strip()
+
+
+def test_sweep_section_numbers_match_a_fresh_sweep(tmp_path):
+    # the Sweeps section's Pareto row count and its DuckDB table (recomputed here with pandas)
+    import pandas as pd
+    out = tmp_path / "example"
+    _dse("sweep", str(ROOT / "spaces" / "example.yaml"), "--out", str(out))
+    front = _dse("pareto", str(out), "--objective", "step_time_s:min", "--objective", "mem_per_gpu_bytes:min")
+    rows = int(re.search(r": (\d+) rows", front).group(1))
+    assert f"# {rows} rows -> results/example.dse/pareto.parquet" in README
+    df = pd.read_parquet(out)
+    fits = df[df["fits"]]
+    table = fits.groupby("recompute", observed=True)["mfu"].agg(["size", "max"]).sort_values("max", ascending=False)
+    shown = README.split("#    recompute  rows  best_mfu\n")[1].split("\npl.scan_parquet")[0].splitlines()
+    for line, (recompute, r) in zip(shown, table.iterrows()):
+        _, _, name, count, best = line.split()
+        assert (name, int(count)) == (recompute, int(r["size"])) and float(best) == round(float(r["max"]), 6)
+    assert len(shown) == len(table)

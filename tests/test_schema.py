@@ -25,6 +25,11 @@ def test_misspelled_column_is_an_error_with_the_closest_name():
         one(dse.evaluate_inference, **INFER, bacth=4)
     with pytest.raises(ConfigError, match="^nodee: "):
         dse.evaluate_hardware({"nodee": ["n3"], "die_area_mm2": [800.0]})
+    # a framework's name of a column (Megatron-LM's argument, misspelt or not) suggests dse's
+    with pytest.raises(ConfigError, match=r"^tensor_paralel: .*did you mean tp\?"):
+        one(dse.evaluate_training, **TRAIN, tensor_paralel=2)
+    with pytest.raises(ConfigError, match=r"^pipeline_model_parallel_size: .*did you mean pp"):
+        one(dse.evaluate_training, **TRAIN, pipeline_model_parallel_size=2)
 
 
 def test_user_columns_pass_through_untouched():

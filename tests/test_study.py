@@ -58,6 +58,7 @@ def write(tmp_path, d, name="s.yaml"):
     (lambda d: d.update(budget=3), r"budget: 3 is below one batch \(4\)"),
     (lambda d: d.update(constraints=["watts <= 3"]), r"constraints\[0\]: unknown column 'watts'"),
     (lambda d: d["workload"].pop("train_tokens"), r"workload.train_tokens: missing"),
+    (lambda d: d["workload"].update(model="llama-9000"), r"workload.model: unknown model 'llama-9000' \(closest: "),
     (lambda d: d["outer"]["axes"].update(gpus={"divisors_of": 512}), r"divisors_of is not supported in the outer space"),
     (lambda d: d["inner"]["axes"].update(tp={"derive": "bogus * 2"}), r"unknown name 'bogus'"),
 ])

@@ -14,6 +14,9 @@ from importlib import import_module
 
 from dse.errors import ConfigError
 
+DESCRIPTION = ("dse: what it takes, in time, memory and money, to train or serve a large language model on a "
+               "catalog or technology-derived system, and which systems, parallel mappings and serving "
+               "configurations are Pareto-optimal (README.md).")
 # Modules exposing `register(subparsers)`; each adds its parser with `set_defaults(func=...)`.
 COMMAND_MODULES = (
     "dse.cli.validate",
@@ -39,7 +42,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="dse", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="dse", description=DESCRIPTION)
     from dse import __version__
     parser.add_argument("--version", action="version", version=f"dse {__version__}",
                         help="print the dse version and exit")

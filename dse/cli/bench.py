@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dse.bench import BENCHES
+from dse.cli.output import lead
 from dse.cli.sweep import int_arg, positive_int
 
 
@@ -20,7 +21,7 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="measure evaluation speed (rows/s)", description=__doc__.splitlines()[0])
+    p = sub.add_parser("bench", help="measure evaluation speed (rows/s)", description=lead(__doc__))
     what = ["all", *BENCHES, "sweep"]
     p.add_argument("what", nargs="?", default="all", choices=what,
                    help=f"what to measure; one of {', '.join(what)} (default: all, which excludes sweep)")

@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from dse.calibrate import FAMILIES
-from dse.cli.output import plain, print_table
+from dse.cli.output import lead, plain, print_table
 
 
 def default_catalog_path() -> Path:
@@ -67,7 +67,7 @@ def run(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("calibrate", help="fit kernel time models to measured kernel latencies",
-                       description=__doc__.splitlines()[0])
+                       description=lead(__doc__))
     p.add_argument("kernels", help="directory of kernel tables laid out <gpu>/<family>/<framework>/<version>/"
                                    "<table>.parquet (e.g. ../shared/data/kernels)")
     p.add_argument("--family", action="append", choices=list(FAMILIES),

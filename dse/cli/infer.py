@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dse.cli.output import JSON_HELP, emit_json, plain
+from dse.cli.output import JSON_HELP, emit_json, lead, plain
 from dse.cli.train import add_schema_options, refuse_impossible, request_row
 
 INPUTS = ("model", "system", "framework", "gpus", "tp", "pp", "ep", "batch", "isl", "osl", "precision",
@@ -43,7 +43,7 @@ def run(args) -> int:
     print(f"e2e_latency_s        {r['e2e_latency_s']:.3f}")
     print(f"output tokens/s      {r['output_tokens_per_s']:,.0f}   ({r['output_tokens_per_s_per_gpu']:,.1f} per GPU)")
     print(f"kv_cache per GPU     {r['kv_cache_bytes'] / GIB:.2f} GiB")
-    print(f"mem_per_gpu_bytes    {r['mem_per_gpu_bytes'] / GIB:.2f} GiB   fits {bool(r['fits'])}"
+    print(f"mem_per_gpu          {r['mem_per_gpu_bytes'] / GIB:.2f} GiB   fits {bool(r['fits'])}"
           + (f" ({reason})" if reason else ""))
     print("prefill (s): " + ", ".join(f"{c[8:-2]} {r[c]:.4f}" for c in PREFILL_COLUMNS))
     print("decode step (s): " + ", ".join(f"{c[7:-2]} {r[c]:.5f}" for c in DECODE_COLUMNS))
@@ -54,7 +54,7 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("infer", help="evaluate one inference design point", description=__doc__.splitlines()[0])
+    p = sub.add_parser("infer", help="evaluate one inference design point", description=lead(__doc__))
     add_schema_options(p, INPUTS, (), REQUIRED)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=run)

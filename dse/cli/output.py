@@ -9,11 +9,18 @@ import sys
 JSON_HELP = "print the result as one JSON object instead of text"
 
 
+def lead(doc: str) -> str:
+    """A command's description for its --help: the first paragraph of its module docstring, joined
+    into one line (argparse rewraps it); a first line alone could stop mid-sentence."""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
 def print_table(df, limit: int | None = None) -> None:
+    """A text table; a missing value (a fitting row's infeasible_reason, a cost without its input) is '-'."""
     import pandas as pd
     with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_rows", limit or 200,
                            "display.float_format", "{:.6g}".format):
-        print(df.to_string(index=False) if len(df) else "(no rows)")
+        print(df.to_string(index=False, na_rep="-") if len(df) else "(no rows)")
 
 
 def plain(value):

@@ -8,7 +8,7 @@ every column of every front row.
 """
 from __future__ import annotations
 
-from dse.cli.output import JSON_HELP, emit_json, print_table, records
+from dse.cli.output import JSON_HELP, emit_json, lead, print_table, records
 from dse.cli.sweep import positive_int
 from dse.errors import ConfigError
 
@@ -42,7 +42,7 @@ def cmd_pareto(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("pareto", help="Pareto front of a results dataset; writes RESULTS.dse/pareto.parquet",
-                       description=__doc__.splitlines()[0])
+                       description=lead(__doc__))
     p.add_argument("results", help="results directory of a sweep or study (or a Parquet file)")
     p.add_argument("--objective", action="append", required=True, metavar="COL:min|max",
                    help="objective column and sense (min or max); repeat for each objective (required)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dse.cli.output import lead
 from dse.errors import ConfigError
 from dse.optable import roofline_plot
 
@@ -43,7 +44,7 @@ def run(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("roofline", help="compute- vs memory-bound GEMMs of inference per system (table + PNG)",
-                       description=__doc__.splitlines()[0])
+                       description=lead(__doc__))
     p.add_argument("model", help="catalog model name (see `dse list models`)")
     p.add_argument("--systems", default="a100-80gb,h100-sxm,b200", help="comma-separated catalog systems, see `dse list systems` (default: a100-80gb,h100-sxm,b200)")
     p.add_argument("--batch", type=int, default=1, help="sequences (default: 1)")

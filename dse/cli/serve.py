@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from dse.cli.output import lead
 from dse.errors import ConfigError
 
 MARK = "serve.json"   # names the run an output directory holds
@@ -63,6 +64,14 @@ def _plot(front, path: Path, title: str) -> None:
     plotstyle.save(fig, path)
 
 
+def _closest(results, system, gpus) -> str:
+    """How near the targets a system's GPUs come: the lowest TTFT and TPOT of its configurations that fit."""
+    mine = results[(results["system"].astype(str) == system) & (results["gpus"] == gpus) & results["fits"].astype(bool)]
+    if not len(mine):
+        return " (none fits in memory)"
+    return f" (lowest reached: TTFT {mine['ttft_s'].min() * 1e3:.1f} ms, TPOT {mine['tpot_s'].min() * 1e3:.2f} ms)"
+
+
 def run(args) -> int:
     import dse
     from dse import serve
@@ -92,7 +101,7 @@ def run(args) -> int:
               f"{r['output_tokens_per_s_per_user']:>11.1f}{r['cost_per_million_tokens_usd']:>8.3f}")
     missing = {(s, g) for s in {catalog_name(s) for s in systems} for g in gpus} - set(zip(chosen["system"], chosen["gpus"]))
     for s, g in sorted(missing):
-        print(f"{s:<10}{int(g):>5}  no configuration meets the targets")
+        print(f"{s:<10}{int(g):>5}  no configuration meets the targets{_closest(results, s, g)}")
     if args.out:
         out = _out_dir(args.out, vars(args) | {"func": None})
         front = serve.front(results)
@@ -110,7 +119,7 @@ def catalog_name(system: str) -> str:
 
 def register(sub) -> None:
     p = sub.add_parser("serve", help="search serving configurations: best per system and the Pareto front",
-                       description=__doc__.splitlines()[0])
+                       description=lead(__doc__))
     p.add_argument("model", help="catalog model (dse list models) or a Hugging Face config.json")
     p.add_argument("--system", required=True, help="catalog systems, comma-separated (dse list systems)")
     p.add_argument("--gpus", required=True, help="GPU counts, comma-separated (e.g. 8,16,32,64)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dse.cli.output import JSON_HELP, emit_json, print_table
+from dse.cli.output import JSON_HELP, emit_json, lead, print_table
 from dse.query import summarize
 
 
@@ -45,14 +45,14 @@ def cmd_show(args) -> int:
         import pandas as pd
         summ = pd.DataFrame(info["summary"])
         for side in ("min", "max"):  # a column without any value: '-' (never inf / -inf)
-            summ[side] = [("-" if v is None else f"{v:.6g}") for v in summ[side]]
+            summ[side] = [("-" if v is None or v != v else f"{v:.6g}") for v in summ[side]]   # None or NaN
         print_table(summ)
     return 0
 
 
 def register(sub) -> None:
     p = sub.add_parser("show", help="manifest and summary of a results dataset (sweep or study)",
-                       description=__doc__.splitlines()[0])
+                       description=lead(__doc__))
     p.add_argument("results", help="results directory of a sweep or study (or a Parquet file)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_show)

@@ -1,31 +1,39 @@
 """`dse study run|worker|show`: Optuna multi-objective studies (see dse.study).
 
     dse study run STUDY [--budget N] [--storage URL] [--out DIR] [--seed S] [--exhaustive-check]
-        run or resume a study in this process (default storage: results/<study>/journal.log),
-        then print the Pareto front and write trials.parquet, pareto.parquet, pareto.png, manifest.json
     dse study worker STUDY --storage postgresql+psycopg://user@host:port/db [--budget N] [--seed S]
-        join a shared study: any number of workers on any machines, together evaluating `budget` designs
     dse study show STUDY [--out DIR] [--rows N] [--json]
-        print the Pareto front from the Parquet rows of every worker; --json prints
-        {study, out, objectives, senses, designs, feasible, front_designs, front: [row, ...]}
+
+What each action does is STUDY_ACTIONS (its --help). `show --json` prints {study, out, objectives,
+senses, designs, feasible, front_designs, front: [row, ...]}.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from dse.cli.output import JSON_HELP, emit_json, records
+from dse.cli.output import JSON_HELP, emit_json, lead, records
 from dse.cli.sweep import positive_int
 from dse.errors import ConfigError
 
 
+# Each action's --help description (the module docstring lists their options).
+STUDY_ACTIONS = {
+    "run": "Run or resume a study in this process (default storage: the journal file results/<study>/journal.log), "
+           "then print the Pareto front and write trials.parquet, pareto.parquet, pareto.png and manifest.json.",
+    "worker": "Join a study shared through a database (--storage postgresql+psycopg://...): any number of "
+              "workers on any machines, together evaluating the study's budget of designs.",
+    "show": "Print the Pareto front from the Parquet rows of every worker (a finished or a running study).",
+}
+
+
 def register(sub) -> None:
     p = sub.add_parser("study", help="Optuna multi-objective studies: hardware x mapping Pareto fronts",
-                       description=__doc__.splitlines()[0])
+                       description=lead(__doc__))
     ss = p.add_subparsers(dest="study_command", required=True, metavar="ACTION",
                           help="run, worker or show (`dse study ACTION --help` for its options)")
     for name, hlp in (("run", "run or resume a study here (embedded journal storage by default)"),
                       ("worker", "join a shared study (PostgreSQL storage)")):
-        q = ss.add_parser(name, help=hlp)
+        q = ss.add_parser(name, help=hlp, description=STUDY_ACTIONS[name])
         q.add_argument("study", help="study file (studies/*.yaml) or its name")
         q.add_argument("--budget", type=positive_int, default=None,
                        help="distinct designs (outer points) to evaluate, all workers together "
@@ -42,7 +50,7 @@ def register(sub) -> None:
                            help="also sweep the (enumerable) outer space and report the hypervolume ratio "
                                 "(default: off)")
         q.set_defaults(func=_run, worker=(name == "worker"))
-    q = ss.add_parser("show", help="print the Pareto front of a study's results")
+    q = ss.add_parser("show", help="print the Pareto front of a study's results", description=STUDY_ACTIONS["show"])
     q.add_argument("study", help="study file (studies/*.yaml) or its name")
     q.add_argument("--out", default=None, help="results directory (default: results/<study name>)")
     q.add_argument("--rows", type=positive_int, default=40, help="front rows to print as text (default: 40)")

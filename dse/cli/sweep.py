@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from dse.cli.output import lead
+
 
 def cmd_sweep(args) -> int:
     from dse.sweep import sweep
@@ -39,7 +41,7 @@ def positive_int(text: str) -> int:
 def register(sub) -> None:
     from dse.sweep import BACKENDS, MAX_POINTS
     p = sub.add_parser("sweep", help="evaluate every point of a space file into a Parquet dataset",
-                       description=__doc__.splitlines()[0])
+                       description=lead(__doc__))
     p.add_argument("space", help="space file (YAML), e.g. spaces/example.yaml")
     p.add_argument("--out", help="results directory (default: results/<space name>/)")
     p.add_argument("--jobs", type=int_arg, default=-1,

@@ -5,7 +5,7 @@ by one column, streamed (dse.query.top_rows); by default only feasible rows (`fi
 """
 from __future__ import annotations
 
-from dse.cli.output import JSON_HELP, emit_json, print_table, records
+from dse.cli.output import JSON_HELP, emit_json, lead, print_table, records
 from dse.cli.sweep import positive_int
 
 
@@ -23,7 +23,7 @@ def cmd_top(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("top", help="the k best rows of a results dataset by one column",
-                       description=__doc__.splitlines()[0])
+                       description=lead(__doc__))
     p.add_argument("results", help="results directory of a sweep or study (or a Parquet file)")
     p.add_argument("--by", required=True, help="numeric column to rank by (required), e.g. tokens_per_s")
     p.add_argument("-k", type=positive_int, default=10, help="rows to keep, a positive integer (default: 10)")

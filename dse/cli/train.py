@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from dse.cli.output import lead
 from dse.errors import ConfigError
 
 # Options: schema columns (their doc, default and domain make the help text). Absent options take
@@ -83,7 +84,7 @@ def run(args) -> int:
     print(f"step_time_s        {out['step_time_s'][0]:.4f}")
     print(f"tokens_per_s       {out['tokens_per_s'][0]:,.0f}")
     print(f"mfu                {out['mfu'][0]:.3f}   hfu {out['hfu'][0]:.3f}")
-    print(f"mem_per_gpu_bytes  {out['mem_per_gpu_bytes'][0] / 2**30:.2f} GiB   fits {bool(out['fits'][0])}"
+    print(f"mem_per_gpu        {out['mem_per_gpu_bytes'][0] / 2**30:.2f} GiB   fits {bool(out['fits'][0])}"
           + (f" ({reason})" if reason else ""))
     print("time breakdown (exposed, s): " + ", ".join(f"{c[:-2]} {out[c][0]:.3f}" for c in TIME_COLUMNS))
     print("memory per GPU (GiB): " + ", ".join(f"{c[:-6]} {out[c][0] / 2**30:.2f}" for c in MEMORY_COLUMNS))
@@ -94,7 +95,7 @@ def option_help(name: str, required: bool = False) -> str:
     """The schema's one-line doc, with the default (or 'required') and the allowed values."""
     from dse import schema
     c = schema.columns()[name]
-    default = {"": "none", "framework": "the framework preset", "precision": "as --precision"}.get(c.default, c.default)
+    default = {"": "unset", "framework": "the framework preset", "precision": "as --precision"}.get(c.default, c.default)
     if c.default.startswith("catalog:"):
         default = "from the catalog"
     allowed = (f"; one of {', '.join(schema.ENUMS[name])}" if name in schema.ENUMS
@@ -118,7 +119,7 @@ def add_schema_options(p, inputs, flags, required) -> None:
 
 def register(sub) -> None:
     p = sub.add_parser("train", help="evaluate one training design point",
-                       description=__doc__.splitlines()[0])
+                       description=lead(__doc__))
     add_schema_options(p, INPUTS, FLAGS, REQUIRED)
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.set_defaults(func=run)

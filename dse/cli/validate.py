@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pandas as pd
 
+from dse.cli.output import lead
 from dse.errors import ConfigError
 from dse.validate import SUITES, collect, summary
 
@@ -63,7 +64,7 @@ def run(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("validate", help="compare predictions with published measurements")
+    p = sub.add_parser("validate", help="compare predictions with published measurements", description=lead(__doc__))
     p.add_argument("--json", action="store_true", help="print rows and summary as one JSON object instead of text")
     p.add_argument("--suite", action="append", choices=sorted(SUITES), help=f"only this suite; repeat for several; one of {', '.join(sorted(SUITES))} "
                         "(default: every suite)")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dse import resolve
 from dse.errors import ConfigError
 from dse.space import (Ctx, Expr, Space, as_int, check_columns, check_keys, parse_axis, parse_constraints, parse_spec,
                        read_yaml)
@@ -205,6 +206,10 @@ def _workload(ctx: Ctx, wl) -> tuple[Mapping, str, dict]:
     if wl.get("model") is not None:
         if not isinstance(wl["model"], str):
             raise ctx.error("workload.model", "expected a catalog model name such as llama3.1-8b")
+        try:   # an unknown name is the file's error, found before any trial runs
+            resolve.model_entry(wl["model"])   # a catalog name or a Hugging Face config
+        except ConfigError as exc:
+            raise ctx.error("workload.model", str(exc).removeprefix("model: ")) from None
         fixed["model"] = wl["model"]
     for k in ("train_tokens", "serve_tokens"):
         if wl.get(k) is not None:
