@@ -569,3 +569,35 @@ def test_flash_attention_2_on_b200_matches_cudnn_frontends_pytorch_flash_backend
         fwd, bwd = roofline.training_attention_s(_causal_attention_op(seq, heads=128), r)
         assert float(fwd[0]) == pytest.approx(fwd_ms * 1e-3, rel=0.15)
         assert float(bwd[0]) == pytest.approx(bwd_ms * 1e-3, rel=0.15)
+
+
+# ---- cuDNN's FP8 training attention (fp8_attention) ------------------------------------------------
+@pytest.mark.parametrize("system, part", [("gb200", "GB200"), ("gb300", "GB300"), ("h200", "H200")])
+def test_fp8_attention_matches_cudnn_published_fp8_kernels(system, part):
+    # dse/catalog/cudnn_sdpa_training_fp8.csv: cuDNN 9.19's FP8 fused attention on the Llama-3.1 shapes
+    # of the BF16 rows, 2K-32K tokens; Hopper's FP8 backward peaks at 4K and slows down with length
+    # (471 TFLOP/s at 4K, 370 at 32K), which the saturating form averages: within 17% there (4K), 6%
+    # everywhere else
+    from dse.calibrate.training_attention import FP8, published
+    rows = published(FP8)
+    rows = rows[rows["gpu"] == part]
+    r = _training_attention_rates(system)
+    r.train_attention["fp8"] = np.array([True])
+    r.train_attention["fp8_peak_ratio"] = np.array([2.0])   # every part here: FP8 twice the BF16 peak
+    for _, row in rows.iterrows():
+        fwd, bwd = roofline.training_attention_s(_causal_attention_op(int(row["seq"])), r)
+        assert float(fwd[0]) == pytest.approx(row["fwd_ms"] * 1e-3, rel=0.06)
+        assert float(bwd[0]) == pytest.approx(row["bwd_ms"] * 1e-3, rel=0.17 if part == "H200" else 0.06)
+
+
+@pytest.mark.parametrize("system, faster_backward", [("gb200", True), ("gb300", True), ("h200", False)])
+def test_fp8_attention_speeds_the_forward_and_on_hopper_slows_the_long_backward(system, faster_backward):
+    # the published kernels: FP8 forward 1.24-1.55x BF16's at 8K-32K everywhere; FP8 backward 1.09-1.20x
+    # faster on Blackwell, 1.3-1.6x slower on H200 from 8K
+    r = _training_attention_rates(system)
+    op = _causal_attention_op(16384)
+    bf16 = roofline.training_attention_s(op, r)
+    r.train_attention["fp8"], r.train_attention["fp8_peak_ratio"] = np.array([True]), np.array([2.0])
+    fp8 = roofline.training_attention_s(op, r)
+    assert float(bf16[0][0]) / float(fp8[0][0]) > 1.15
+    assert (float(fp8[1][0]) < float(bf16[1][0])) == faster_backward

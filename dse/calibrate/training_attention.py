@@ -17,8 +17,10 @@ prefill benchmark on the same three parts) against the 128-wide forward fit time
 form's head-size scaling, which the training path applies as well; `bwd_head_dim_k` fits the
 backward of 64-wide heads (`cudnn_sdpa_head_dim_training.csv`: cuDNN 9.19's published training
 benchmark of GPT-OSS-shaped heads under a 1,024-token window, the same release as the 128-wide
-rows) against the 128-wide backward fit at the window's keys. Values are rounded to 3 significant
-digits before the stored predictions are computed.
+rows) against the 128-wide backward fit at the window's keys. The `fp8_` pairs fit cuDNN 9.19's FP8
+fused attention (per-tensor E4M3, `cudnn_sdpa_training_fp8.csv`, the same shapes and release) as
+fractions of the FP8 peak: what `fp8_attention` runs. Values are rounded to 3 significant digits
+before the stored predictions are computed.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ MEASURED_ON = {"GB200": "gb200", "GB300": "gb300", "H200": "h200"}   # the catal
 DATA = "cudnn_sdpa_training.csv"
 NARROW = "cudnn_sdpa_head_dim.csv"   # forward latencies of 64-wide heads (GPT-OSS's, cuDNN 9.27)
 NARROW_TRAINING = "cudnn_sdpa_head_dim_training.csv"   # forward and backward of windowed 64-wide heads (cuDNN 9.19)
+FP8 = "cudnn_sdpa_training_fp8.csv"   # cuDNN's FP8 fused attention on the DATA shapes (fp8_attention)
 
 
 def published(name: str = DATA) -> pd.DataFrame:
@@ -94,12 +97,18 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     keys, flops = _windowed_keys_and_flops(rows)
     backward = float(catalog.constant("flash_backward_factor"))
     measured, predicted, params = [], [], {}
-    for name, latency_ms, factor in (("fwd", rows["fwd_ms"], 1.0), ("bwd", rows["bwd_ms"], backward)):
-        latency_s = latency_ms.to_numpy(float) * 1e-3
-        e, h, pred = _fit_pass(keys, factor * flops, latency_s, peak)
-        params[f"{name}_efficiency_max"], params[f"{name}_half_keys"] = float(e), float(h)
-        measured.append(latency_s)
-        predicted.append(pred)
+    fp8 = published(FP8)
+    fp8 = fp8[fp8["gpu"] == part]
+    fp8_keys, fp8_flops = _windowed_keys_and_flops(fp8)
+    # BF16 passes as fractions of the BF16 peak; FP8 ones (fp8_attention) of the FP8 peak
+    for prefix, table, k, f, pk in (("", rows, keys, flops, peak),
+                                    ("fp8_", fp8, fp8_keys, fp8_flops, float(system["peak_fp8_flops_per_s"]))):
+        for name, factor in (("fwd", 1.0), ("bwd", backward)):
+            latency_s = table[f"{name}_ms"].to_numpy(float) * 1e-3
+            e, h, pred = _fit_pass(k, factor * f, latency_s, pk)
+            params[f"{prefix}{name}_efficiency_max"], params[f"{prefix}{name}_half_keys"] = float(e), float(h)
+            measured.append(latency_s)
+            predicted.append(pred)
     softmax_dim = float(system["attention_softmax_dim"])
     for name, table, factor in (("fwd", NARROW, 1.0), ("bwd", NARROW_TRAINING, backward)):
         narrow = published(table)
@@ -112,5 +121,6 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     basis = (f"cuDNN 9.19 fused attention fwd+bwd published in NVIDIA/cudnn-frontend sdpa_benchmark_training "
              f"({part}, BF16 causal, {len(rows)} lengths 2K-32K; dse/catalog/{DATA}); fwd_head_dim_k on cuDNN 9.27's "
              f"forward of 64-wide heads (dse/catalog/{NARROW}), bwd_head_dim_k on cuDNN 9.19's backward of "
-             f"64-wide heads under a 1,024-token window (dse/catalog/{NARROW_TRAINING})")
+             f"64-wide heads under a 1,024-token window (dse/catalog/{NARROW_TRAINING}); the fp8_ pairs on cuDNN 9.19's "
+             f"FP8 fused attention at the same shapes, as fractions of the FP8 peak (dse/catalog/{FP8})")
     return [Fit(FAMILY, gpu, "bf16", params, np.concatenate(measured), np.concatenate(predicted), basis)]

@@ -27,15 +27,17 @@ GEMM_PARAMS = ("efficiency_max", "tiles_per_wave", "k_ramp", "split_k_min_depth"
 # the MoE layer's fitted parameters (dse.perf.forms.moe.LAYER_PARAMS; a leaf list here, checked equal by a test)
 MOE_PARAMS = ("floor_s", "efficiency_max", "memory_efficiency", "routed_bytes_per_element", "expert_overhead_s",
               "local_expert_overhead_s", "routing_s_per_selection", "routing_step_s")
-# dse.perf.forms.training_attention: (efficiency_max, half_keys) of the forward and of the backward
 PREFILL_FORM_PARAMS = ("tile_s", "q_tile_rows", "floor_s", "memory_efficiency")   # dse.perf.forms.attention
 # the decode kernel form's parameters (dse.perf.forms.attention.decode_time_s) and its MMA efficiency
 DECODE_FORM_PARAMS = ("decode_sm_count", "decode_grouped_min_items", "decode_floor_s", "decode_head_floor_s",
                       "decode_cta_s", "decode_key_s", "decode_query_s", "decode_head_cta_s", "decode_head_key_s",
                       "decode_bandwidth_efficiency", "decode_reread_fraction", "decode_split_s", "decode_head_split_s",
                       "decode_empty_split_s")
+# dse.perf.forms.training_attention: (efficiency_max, half_keys) of the forward and of the backward, each
+# pass's narrow-head k, and the (efficiency_max, half_keys) pairs of cuDNN's FP8 kernels (fp8_attention)
 TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys",
-                             "fwd_head_dim_k", "bwd_head_dim_k")
+                             "fwd_head_dim_k", "bwd_head_dim_k", "fp8_fwd_efficiency_max", "fp8_fwd_half_keys",
+                             "fp8_bwd_efficiency_max", "fp8_bwd_half_keys")
 MIN_LATENCY = "nvfp4-min-latency"   # the fit of TensorRT-LLM's NVFP4 min-latency MoE kernels (dse calibrate)
 # vLLM's own MoE kernels (dse.calibrate.moe_vllm, family moe_vllm, precisions vllm-<format>): the formats
 # fitted, their model columns moe_vllm_<parameter>_<format>, and the per-format markers

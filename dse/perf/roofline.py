@@ -134,6 +134,9 @@ class Rates:
             train_attention = {p: hw[f"train_attention_{p}"] for p in TRAINING_ATTENTION_PARAMS}
             if "attention_fa2" in hw:   # a bare part (kernel tests) runs cuDNN's
                 train_attention["speed"] = np.where(np.asarray(hw["attention_fa2"], bool), hw["fa2_attention_speed"], 1.0)
+            if "fp8_attention" in hw and np.any(hw["fp8_attention"]):
+                train_attention["fp8"] = fp8_attention_rows(hw, precision)
+                train_attention["fp8_peak_ratio"] = np.asarray(hw["peak_fp8_flops_per_s"]) / np.asarray(hw["peak_bf16_flops_per_s"])
         attention_forms = None if training else Columns(hw, AK.COLUMNS)
         mxfp4 = np.asarray(precision) == CODE["mxfp4"]
         moe_tiles = mxfp4 & (np.asarray(hw["moe_token_tiles_mxfp4"], float) > 0) if np.any(mxfp4) else False
@@ -148,6 +151,18 @@ class Rates:
                    experts, train_attention, attention_forms, moe_tiles, min_latency,
                    Columns(hw, MIN_LATENCY_COLUMNS) if np.any(min_latency) else None,
                    *(vllm_moe_rates(hw, precision, moe_kernels) if not training else ()))
+
+
+# The GEMM recipes Megatron-Core hands Transformer Engine's fp8_dpa (fp8_utils.get_fp8_recipe, fp4_utils
+# get_fp4_recipe @d98e8a64dd: delayed and tensorwise FP8, MXFP8, NVFP4; blockwise FP8 takes no fp8_dpa).
+FP8_ATTENTION_RECIPES = tuple(CODE[p] for p in ("fp8", "mxfp8", "nvfp4"))
+
+
+def fp8_attention_rows(hw: dict, precision):
+    """Rows whose training attention runs cuDNN's FP8 kernels: fp8_attention set, a recipe that takes
+    it, and a part with that kernels' fit (the others keep the BF16 fit)."""
+    return (np.asarray(hw["fp8_attention"], bool) & np.isin(precision, FP8_ATTENTION_RECIPES)
+            & np.isfinite(np.asarray(hw["train_attention_fp8_fwd_efficiency_max"], float)))
 
 
 def vllm_moe_rates(hw: dict, precision, moe_kernels):
@@ -310,6 +325,9 @@ def training_attention_s(op, r: Rates):
     def slower(name):   # this pass's compute time over the prefill-derived one (1 where no fit)
         narrow = TA.head_dim_factor(op.head_dims / 2.0, p[f"{name}_head_dim_k"])   # mean of the q/k and v head sizes
         eff = TA.efficiency(keys, p[f"{name}_efficiency_max"], p[f"{name}_half_keys"]) * narrow
+        if "fp8" in p:   # cuDNN's FP8 kernels (fp8_attention): their fit, a fraction of the FP8 peak
+            fp8 = TA.efficiency(keys, p[f"fp8_{name}_efficiency_max"], p[f"fp8_{name}_half_keys"]) * narrow
+            eff = np.where(p["fp8"], fp8 * p["fp8_peak_ratio"], eff)
         return np.where(fitted, r.attention_efficiency / np.where(fitted, eff, 1.0), 1.0) / p.get("speed", 1.0)
     return np.maximum(compute * slower("fwd"), memory), op.backward * np.maximum(compute * slower("bwd"), memory)
 

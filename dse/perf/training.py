@@ -213,7 +213,7 @@ def ep_exposed(w, layer, ep_fwd, full):
 
 # The columns a layer's micro-batch times and communication depend on row by row (besides the
 # model and hardware).
-LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "attention_fa2", "precision", "expert_precision",
+LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "attention_fa2", "fp8_attention", "precision", "expert_precision",
               "expert_gemm_efficiency", "moe_imbalance",
               "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_capacity_factor", "adapter", "adapter_modules", "document_tokens", "remat_by_name",
               "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
