@@ -24,8 +24,19 @@ def test_only_the_attention_of_recipes_that_take_fp8_dpa_changes():
     for precision in ("fp8", "mxfp8", "nvfp4"):
         out = _step(system="gb200", precision=precision)
         assert out["compute_s"].iloc[1] < out["compute_s"].iloc[0], precision
-        for term in ("tp_comm_s", "dp_comm_s", "mem_per_gpu_bytes", "model_flops_per_step"):
+        for term in ("tp_comm_s", "dp_comm_s", "weights_bytes", "model_flops_per_step"):
             assert out[term].iloc[1] == out[term].iloc[0], term
+
+
+def test_fp8_attention_stores_q_k_v_in_one_byte():
+    # Transformer Engine's FusedAttnFunc saves the FP8 Q, K and V for an FP8 backward instead of the
+    # 16-bit ones: one byte less per element, every layer of the in-flight micro-batch (pp 1, tp 1)
+    from dse import catalog
+    m = catalog.model("llama3-8b")
+    out = _step(system="gb200", precision="fp8")
+    per_token_layer = (m["heads"] + 2 * m["kv_heads"]) * m["head_dim"]
+    saved = m["layers"] * BASE["seq_len"] * per_token_layer
+    assert out["activations_bytes"].iloc[0] - out["activations_bytes"].iloc[1] == saved
 
 
 def test_on_hopper_fp8_attention_costs_time_at_8k_and_a_part_without_the_fit_keeps_bf16():

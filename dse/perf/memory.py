@@ -32,7 +32,8 @@ def stored_qkv_width(model, chosen):
 
 
 def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction,
-                               chosen=None, saved_operand_bytes=2.0, expert_operand_bytes=None, by_name=False):
+                               chosen=None, saved_operand_bytes=2.0, expert_operand_bytes=None, by_name=False,
+                               qkv_bytes=2.0):
     """Stored activation bytes of one layer for one micro-batch on one GPU.
 
     Per token, terms replicated across TP ranks unless sequence parallel (R) and terms sharded
@@ -44,6 +45,8 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     Low-precision GEMMs keep their inputs for the weight gradients quantized
     (`saved_operand_bytes` per element; Transformer Engine saves the column-wise FP8/FP4 copy;
     `expert_operand_bytes` for the routed experts' inputs where their format differs).
+    `qkv_bytes`: bytes per stored Q, K and V element (1 where the attention runs FP8 kernels:
+    Transformer Engine's FusedAttnFunc saves its FP8 copies for an FP8 backward).
     `by_name`: selective recompute is rematerialisation by name (XLA remat policies; the setting
     remat_by_name): a re-run attention core frees its output, layernorm every norm's output, and
     mlp_up keeps the down projection's output it names (MaxText's mlpwo).
@@ -68,7 +71,7 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     # Q (and its output gate), K, V, out-proj input (16-bit); MLA also keeps its latents
     qkv = stored_qkv_width(model, chosen)
     context = model.o_dim * np.where(on(RE.CORE_ATTN) & by_name, 0.0, 1.0)   # re-run by name: not kept
-    attn_sharded = model.attention_fraction * 2.0 * (qkv + context)
+    attn_sharded = model.attention_fraction * (qkv_bytes * qkv + 2.0 * context)
     if np.any(model.is_mla):
         replicated = replicated + model.attention_fraction * model.is_mla * 2.0 * (model.q_lora + model.kv_lora + model.rope_dim)
     # an MLP's hidden layer: GeLU its input (16-bit) and output (the next GEMM's, quantized); gated

@@ -247,9 +247,12 @@ def layer_activation_bytes(m, w, chosen, tp, cp, b, full):
     """Stored activation bytes of one layer for one micro-batch on one GPU, on average over a stage's
     layers: under the block method (`full` below 1) the layers that do not re-run keep all of theirs."""
     _, moe = L.layer_shares(m)
+    # FP8 attention saves its FP8 Q, K and V for the backward (Transformer Engine FusedAttnFunc)
+    qkv_bytes = np.where(R.fp8_attention_rows(w, w["precision"]), 1.0, 2.0) if np.any(w["fp8_attention"]) else 2.0
     stored = lambda recompute: M.activation_bytes_per_layer(  # noqa: E731
         m, b, m.seq_len / cp, tp, w["sp"], recompute, w["flash_attention"], moe, chosen,
-        L.GEMM_OPERAND_BYTES[w["precision"]], L.GEMM_OPERAND_BYTES[w["expert_precision"]], w["remat_by_name"])
+        L.GEMM_OPERAND_BYTES[w["precision"]], L.GEMM_OPERAND_BYTES[w["expert_precision"]], w["remat_by_name"],
+        qkv_bytes)
     kept, partial = stored(w["recompute"]), (w["recompute"] == 2) & (full < 1.0)
     mixed = lambda: full * kept + (1.0 - full) * stored(np.zeros_like(w["recompute"]))  # noqa: E731
     return only_where(partial, lambda: np.where(partial, mixed(), kept), kept)
