@@ -124,6 +124,11 @@ FITTED = {
        for f in VLLM_MOE_FORMATS},
     **{gemm_column(p, f, VLLM_MOE): (VLLM_MOE, (f"vllm-{f}",) + tuple(("moe", q) for q in FORMAT_FALLBACK[f]), [p])
        for f in VLLM_MOE_FORMATS for p in MOE_PARAMS},
+    # the power-law routing the skewed-serving presets name (alpha 1.01: moe_imbalance 10), as dse
+    # calibrate fits it on the part's power-law MoE tables: the busiest expert's load over the mean
+    # and the share of the experts that get any traffic (dse.perf.forms.moe.active_fraction)
+    "moe_skew_busiest_ratio": ("moe", ("all",), ["power_law_1.01_busiest_expert_ratio"]),
+    "moe_skew_active_fraction": ("moe", ("all",), ["power_law_1.01_active_expert_fraction"]),
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
        for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},

@@ -111,6 +111,7 @@ class Rates:
     vllm_params: dict | None = None   # that fit's parameters per row (moe_vllm_<param>_<format>)
     vllm_tiles: object = False        # rows whose vLLM fit is in TRTLLM-Gen token tiles
     wgrad_output_bytes: object = OUTPUT_BYTES  # training: bytes per weight-gradient element a wgrad GEMM moves (wgrad_s)
+    moe_skew: dict | None = None  # the part's fitted power-law routing {busiest ratio, active share}: moe_skew_*
 
     @classmethod
     def of(cls, hw: dict, precision, memory_efficiency=None, peak_gemm=None, expert_precision=None,
@@ -143,7 +144,7 @@ class Rates:
         min_latency = False
         if np.any(moe_min_latency) and np.any(nvfp4):
             min_latency = nvfp4 & np.asarray(moe_min_latency, bool) & (np.asarray(hw["moe_min_latency_nvfp4"]) > 0)
-        return cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
+        rates = cls(peak_gemm, hw["peak_bf16_flops_per_s"], hw["memory_bandwidth_bytes_per_s"],
                    hw["memory_efficiency"] if memory_efficiency is None else memory_efficiency,
                    GemmParams.of(hw, precision, serving=not training), GemmParams.of(hw, CODE["bf16"]),
                    hw["attention_efficiency"],
@@ -151,6 +152,9 @@ class Rates:
                    experts, train_attention, attention_forms, moe_tiles, min_latency,
                    Columns(hw, MIN_LATENCY_COLUMNS) if np.any(min_latency) else None,
                    *(vllm_moe_rates(hw, precision, moe_kernels) if not training else ()))
+        if "moe_skew_busiest_ratio" in hw:   # a bare part (kernel tests) routes as the tables' balanced rows
+            rates.moe_skew = {"ratio": hw["moe_skew_busiest_ratio"], "active": hw["moe_skew_active_fraction"]}
+        return rates
 
 
 # The GEMM recipes Megatron-Core hands Transformer Engine's fp8_dpa (fp8_utils.get_fp8_recipe, fp4_utils
@@ -248,7 +252,7 @@ def moe_parts(op, r: Rates):
     the form."""
     if r.experts is not None:   # routed experts in their own number format (expert_precision)
         r = r.experts
-    shape = dict(op.moe)
+    shape = skewed_shape(op.moe, r)
     per_expert = shape.pop("per_expert_gemms", False)
     efficiency = shape.pop("expert_gemm_efficiency", 1.0)
     peak = r.peak_gemm * r.clock
@@ -288,13 +292,26 @@ def _per_expert_gemms_s(shape: dict, r: Rates, efficiency, wgrad=False):
         for n, k in ((shape["gated"] * inter, h), (h, inter))) / efficiency
 
 
+def skewed_shape(moe: dict, r: Rates) -> dict:
+    """An MoE op's shape with the share of experts its routing leaves any traffic: skewed routing
+    (a busiest expert above the mean, not spread evenly) on the part's fitted power-law curve
+    (dse.perf.forms.moe.active_fraction); balanced routing touches them all."""
+    shape = dict(moe)
+    skewed = ~np.asarray(shape.get("spread", True), bool)
+    if np.any(skewed) and "busiest_expert_ratio" in shape and r.moe_skew is not None:
+        active = MOE.active_fraction(shape["busiest_expert_ratio"], r.moe_skew["ratio"], r.moe_skew["active"])
+        shape["active_expert_fraction"] = np.where(skewed, active, 1.0)
+    return shape
+
+
 def expert_wgrad_s(op, r: Rates):
     """Seconds of the routed experts' weight gradients in training (one GEMM per touched local expert,
     _per_expert_gemms_s), at the framework's `expert_gemm_efficiency`."""
-    shape = dict(op.moe)
+    r = r.experts if r.experts is not None else r
+    shape = skewed_shape(op.moe, r)
     shape.pop("per_expert_gemms", False)
     efficiency = shape.pop("expert_gemm_efficiency", 1.0)
-    return _per_expert_gemms_s(shape, r.experts if r.experts is not None else r, efficiency, wgrad=True)
+    return _per_expert_gemms_s(shape, r, efficiency, wgrad=True)
 
 
 def moe_backward_s(op, r: Rates):
