@@ -59,3 +59,18 @@ def test_sweep_section_numbers_match_a_fresh_sweep(tmp_path):
         _, _, name, count, best = line.split()
         assert (name, int(count)) == (recompute, int(r["size"])) and float(best) == round(float(r["max"]), 6)
     assert len(shown) == len(table)
+
+
+def test_validate_summary_matches_a_fresh_run():
+    # the README's per-source table is `dse validate`'s, as it prints it now
+    shown = README.split("```text\n                                                                           rows  mape_pct")[1]
+    shown = shown.split("```")[0].strip().splitlines()[1:]
+    fresh = [line.rstrip() for line in _dse("validate").split("Mean absolute percentage error per source")[1]
+             .splitlines()[3:] if line.strip()]
+    assert [line.rstrip() for line in shown[1:]] == fresh
+
+
+def test_calibrate_block_matches_a_fresh_run(kernels_dir):
+    block = README.split("$ dse calibrate ../shared/data/kernels --gpu h100_sxm\n")[1].split("```")[0]
+    fresh = _dse("calibrate", str(kernels_dir), "--gpu", "h100_sxm")
+    assert fresh.strip() == block.strip()

@@ -1,5 +1,5 @@
 """`dse report NAME|all`: run a seed study and write results/<name>/report.md with its tables and
-figures (see dse.reports). `all` runs the eight studies in order and prints the wall time of each."""
+figures (see dse.reports). `all` runs every study in order and prints the wall time of each."""
 from __future__ import annotations
 
 import time
@@ -28,8 +28,8 @@ def run(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("report", help="run a seed study and write results/<name>/report.md with figures",
                        description=__doc__)
-    p.add_argument("name", help="study name (memory-recompute, gpu-generations, tech-scaling, inference-roofline, "
-                   "dram-scaling, moe-ep, network-topology, chiplet-cost) or all")
+    from dse.reports import REPORTS
+    p.add_argument("name", help=f"study name ({', '.join(REPORTS)}) or all")
     p.add_argument("--out", default=None, help="output directory (default: results/<name>)")
     p.add_argument("--quick", action="store_true", help="reduced settings (smaller mapping spaces), for tests (default: full settings)")
     p.add_argument("--gallery", action="store_true",

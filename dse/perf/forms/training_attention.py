@@ -19,7 +19,7 @@ carry attention sinks), a further
     head_dim_factor(d) = min(1, [d / (d + head_dim_k)] / [128 / (128 + head_dim_k)])
 
 of the efficiency, 1 from d = 128 up, with its own `head_dim_k` per pass, each fitted on cuDNN's
-64-wide heads: the backward's is smaller (fitted 2-20 against the forward's 41-54), as it runs five
+64-wide heads: the backward's is smaller (fitted 1.5-20 against the forward's 41-54), as it runs five
 score-sized matrix products per exponential where the forward runs two.
 
 How each parameter carries over to an accelerator derived from technology:
@@ -28,7 +28,7 @@ How each parameter carries over to an accelerator derived from technology:
                   within a generation (it is in keys, not seconds).
   head_dim_k      (per pass) a score's non-tensor work in head-size units beyond what the prefill
                   scaling holds (cuDNN's narrow-head tiles, sinks): carries over unchanged within a
-                  generation (a projection; fitted 41-54 forward, 2-20 backward on Hopper and Blackwell).
+                  generation (a projection; fitted 41-54 forward, 1.5-20 backward on Hopper and Blackwell).
 """
 from __future__ import annotations
 
