@@ -21,7 +21,9 @@ def run(args) -> int:
     shown = list(TEXT_COLUMNS.get(args.what, t.columns))
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.max_rows", 300,
                            "display.max_colwidth", 90):
-        print(t[shown].to_string(index=args.what == "systems"))
+        print(t[shown].to_string(index=args.what == "systems", na_rep="-", max_colwidth=90))   # "-": does not apply
+    if any(t[c].astype(str).str.len().max() > 90 for c in shown if not pd.api.types.is_numeric_dtype(t[c])):
+        print("(long texts cut at 90 characters; --json has them whole)")
     if len(shown) < len(t.columns):
         print(f"({len(shown)} of {len(t.columns)} columns; every one with --json, each explained by `dse list columns`)")
     return 0
