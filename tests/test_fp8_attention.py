@@ -46,3 +46,13 @@ def test_on_hopper_fp8_attention_costs_time_at_8k_and_a_part_without_the_fit_kee
     assert h100["step_time_s"].iloc[1] > h100["step_time_s"].iloc[0]
     a100 = _step(system="a100-80gb", precision="bf16")
     assert np.isclose(a100["step_time_s"].iloc[0], a100["step_time_s"].iloc[1])
+
+
+def test_a_validation_row_can_state_fp8_attention():
+    # a recipe's --fp8-dot-product-attention is a stated setting of its validation row (dse_fp8_attention)
+    from dse import validate as v
+    table = pd.concat([v._read_csv(n) for n in v.TRAINING_FILES], ignore_index=True)
+    row = table[table["id"] == "MB064"]   # Llama 3 8B, MXFP8, DGX B200 (Megatron-Bridge 26.02)
+    stated = row.assign(dse_fp8_attention="yes")
+    plain, with_fp8 = (dse.evaluate_training(v.training_inputs(t)[0])["step_time_s"].iloc[0] for t in (row, stated))
+    assert with_fp8 < plain
