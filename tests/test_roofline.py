@@ -601,3 +601,42 @@ def test_fp8_attention_speeds_the_forward_and_on_hopper_slows_the_long_backward(
     fp8 = roofline.training_attention_s(op, r)
     assert float(bf16[0][0]) / float(fp8[0][0]) > 1.15
     assert (float(fp8[1][0]) < float(bf16[1][0])) == faster_backward
+
+
+# ---- heads wider than 128 in the backward ---------------------------------------------------------
+@pytest.mark.parametrize("system, part", [("gb200", "GB200"), ("gb300", "GB300")])
+def test_wide_heads_backward_matches_cudnn_published_mla_kernels(system, part):
+    # dse/catalog/cudnn_sdpa_wide_heads_training.csv: cuDNN 9.19's DeepSeek-V3 MLA heads (q/k 192,
+    # v 128, 128 heads), 2K-32K tokens; before the wide-head term dse ran their backward 6-21% fast
+    from dse.calibrate.training_attention import WIDE, published
+    rows = published(WIDE)
+    rows = rows[rows["gpu"] == part]
+    r = _training_attention_rates(system)
+    for _, row in rows.iterrows():
+        op = _causal_attention_op(int(row["seq"]), heads=128, head_dim=(row["head_dim"] + row["v_head_dim"]) / 2)
+        fwd, bwd = roofline.training_attention_s(op, r)
+        assert float(fwd[0]) == pytest.approx(row["fwd_ms"] * 1e-3, rel=0.15)
+        assert float(bwd[0]) == pytest.approx(row["bwd_ms"] * 1e-3, rel=0.10)
+
+
+def test_wide_heads_fit_predicts_256_wide_heads_out_of_sample():
+    # Fitted on 160-wide (MLA) heads, the term predicts Qwen3.5's 256-wide heads (32 query, 2 KV
+    # heads): cuDNN's own GB200 run (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/
+    # qwen35/gb200/qwen35_20260613_102336.csv, cuDNN 9.24, BF16 causal) times the backward at 4.42,
+    # 4.31, 4.53 and 4.62x its forward at 4K-32K tokens, where 128-wide heads run at about 3x.
+    measured = {4096: 1.066 / 0.241, 8192: 3.603 / 0.835, 16384: 14.217 / 3.138, 32768: 59.468 / 12.884}
+    r = _training_attention_rates("gb200")
+    for seq, ratio in measured.items():
+        fwd, bwd = roofline.training_attention_s(_causal_attention_op(seq, heads=32, head_dim=256), r)
+        assert float(bwd[0]) / float(fwd[0]) == pytest.approx(ratio, rel=0.12)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.floats(16.0, 512.0), st.floats(0.0, 1000.0))
+def test_wide_head_factor_is_one_to_128_and_falls_beyond(d, k):
+    from dse.perf.forms.training_attention import wide_head_factor
+    f, wider = float(wide_head_factor(d, k)), float(wide_head_factor(d * 1.5, k))
+    assert 0.0 < f <= 1.0 and wider <= f + 1e-12
+    if d <= 128:
+        assert f == 1.0
+    assert float(wide_head_factor(d, np.nan)) == 1.0   # a part without the fit pays nothing

@@ -17,7 +17,9 @@ prefill benchmark on the same three parts) against the 128-wide forward fit time
 form's head-size scaling, which the training path applies as well; `bwd_head_dim_k` fits the
 backward of 64-wide heads (`cudnn_sdpa_head_dim_training.csv`: cuDNN 9.19's published training
 benchmark of GPT-OSS-shaped heads under a 1,024-token window, the same release as the 128-wide
-rows) against the 128-wide backward fit at the window's keys. The `fp8_` pairs fit cuDNN 9.19's FP8
+rows) against the 128-wide backward fit at the window's keys; `bwd_wide_head_k` the backward of heads
+wider than 128 (`cudnn_sdpa_wide_heads_training.csv`: DeepSeek-V3's MLA heads, q/k 192 and v 128, on
+GB200 and GB300; Hopper takes GB200's, WIDE_FROM). The `fp8_` pairs fit cuDNN 9.19's FP8
 fused attention (per-tensor E4M3, `cudnn_sdpa_training_fp8.csv`, the same shapes and release) as
 fractions of the FP8 peak: what `fp8_attention` runs. Values are rounded to 3 significant digits
 before the stored predictions are computed.
@@ -46,6 +48,10 @@ DATA = "cudnn_sdpa_training.csv"
 NARROW = "cudnn_sdpa_head_dim.csv"   # forward latencies of 64-wide heads (GPT-OSS's, cuDNN 9.27)
 NARROW_TRAINING = "cudnn_sdpa_head_dim_training.csv"   # forward and backward of windowed 64-wide heads (cuDNN 9.19)
 FP8 = "cudnn_sdpa_training_fp8.csv"   # cuDNN's FP8 fused attention on the DATA shapes (fp8_attention)
+WIDE = "cudnn_sdpa_wide_heads_training.csv"   # forward and backward of heads wider than 128 (MLA's, cuDNN 9.19)
+# The part whose wide-head rows fit each part's bwd_wide_head_k: Blackwell its own; Hopper GB200's
+# (a projection: H200's rows run a deterministic backward, which on Hopper is slower than the default)
+WIDE_FROM = {"GB200": "GB200", "GB300": "GB300", "H200": "GB200"}
 
 
 def published(name: str = DATA) -> pd.DataFrame:
@@ -68,7 +74,14 @@ def _windowed_keys_and_flops(rows):
     window = rows["window"].to_numpy(float) if "window" in rows else np.zeros_like(s)
     m = SimpleNamespace(window_fraction=(window > 0).astype(float), window=window, chunk_fraction=0.0, sparse_topk=0.0)
     keys = kernel_keys(m, s)
-    return keys, 4.0 * heads * s * keys * rows["head_dim"].to_numpy(float) * float(catalog.constant("causal_skip"))
+    width = _mean_head_dim(rows)   # 4 s k d per head when the K and V heads are as wide; (d_qk + d_v)/2 otherwise
+    return keys, 4.0 * heads * s * keys * width * float(catalog.constant("causal_skip"))
+
+
+def _mean_head_dim(rows) -> np.ndarray:
+    """The mean of the query/key and the value head sizes of each row (MLA's 192 and 128: 160)."""
+    d = rows["head_dim"].to_numpy(float)
+    return (d + rows["v_head_dim"].to_numpy(float)) / 2.0 if "v_head_dim" in rows else d
 
 
 def _fit_head_dim(rows, latency_ms, efficiency_max, half_keys, peak, softmax_dim, factor=1.0):
@@ -84,6 +97,28 @@ def _fit_head_dim(rows, latency_ms, efficiency_max, half_keys, peak, softmax_dim
         return np.log(flops / (wide * form.head_dim_factor(d, p[0]))) - np.log(latency_s)
     k = round_sig(least_squares(residual, [100.0], bounds=([0.0], [1e4])).x)[0]
     return k, flops / (wide * form.head_dim_factor(d, k))
+
+
+def _fit_wide_head(part: str, backward: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """(bwd_wide_head_k, measured, predicted seconds) of `part`'s backward of heads wider than 128
+    against its 128-wide backward fit times the prefill form's head-size scaling."""
+    rows = published()
+    rows = rows[rows["gpu"] == part]
+    system = catalog.systems().loc[MEASURED_ON[part]]
+    peak = float(system["peak_bf16_flops_per_s"])
+    keys, flops = _windowed_keys_and_flops(rows)
+    bwd = rows["bwd_ms"].to_numpy(float) * 1e-3
+    e, h, _ = _fit_pass(keys, backward * flops, bwd, peak)
+    wide = published(WIDE)
+    wide = wide[wide["gpu"] == part]
+    keys, flops = _windowed_keys_and_flops(wide)
+    d, latency_s = _mean_head_dim(wide), wide["bwd_ms"].to_numpy(float) * 1e-3
+    base = backward * flops / (peak * form.efficiency(keys, e, h) * head_dims_scale(float(system["attention_softmax_dim"]), 2.0 * d))
+
+    def residual(p):
+        return np.log(base / form.wide_head_factor(d, p[0])) - np.log(latency_s)
+    k = round_sig(least_squares(residual, [100.0], bounds=([0.0], [1e4])).x)[0]
+    return k, latency_s, base / form.wide_head_factor(d, k)
 
 
 def fit(data: KernelData, gpu: str) -> list[Fit]:
@@ -118,9 +153,15 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
         params[f"{name}_head_dim_k"] = float(k)
         measured.append(narrow[f"{name}_ms"].to_numpy(float) * 1e-3)
         predicted.append(pred)
+    k, wide_measured, wide_predicted = _fit_wide_head(WIDE_FROM[part], backward)
+    params["bwd_wide_head_k"] = float(k)
+    if WIDE_FROM[part] == part:   # a part fitted on another's rows reports no error of its own on them
+        measured.append(wide_measured)
+        predicted.append(wide_predicted)
     basis = (f"cuDNN 9.19 fused attention fwd+bwd published in NVIDIA/cudnn-frontend sdpa_benchmark_training "
              f"({part}, BF16 causal, {len(rows)} lengths 2K-32K; dse/catalog/{DATA}); fwd_head_dim_k on cuDNN 9.27's "
              f"forward of 64-wide heads (dse/catalog/{NARROW}), bwd_head_dim_k on cuDNN 9.19's backward of "
-             f"64-wide heads under a 1,024-token window (dse/catalog/{NARROW_TRAINING}); the fp8_ pairs on cuDNN 9.19's "
-             f"FP8 fused attention at the same shapes, as fractions of the FP8 peak (dse/catalog/{FP8})")
+             f"64-wide heads under a 1,024-token window (dse/catalog/{NARROW_TRAINING}); bwd_wide_head_k on cuDNN 9.19's "
+             f"backward of DeepSeek-V3's 192/128-wide MLA heads on {WIDE_FROM[part]} (dse/catalog/{WIDE}); the fp8_ pairs "
+             f"on cuDNN 9.19's FP8 fused attention at the DATA shapes, as fractions of the FP8 peak (dse/catalog/{FP8})")
     return [Fit(FAMILY, gpu, "bf16", params, np.concatenate(measured), np.concatenate(predicted), basis)]

@@ -46,6 +46,7 @@ class Op:
     backward: object = 2.0
     moe: object = None        # timing "moe": the MoE layer's shape (dse.perf.forms.moe), a dict
     head_dims: object = 256.0  # timing "fused": qk + v head dims of the attention kernel
+    per_head_kv: object = True  # fused: K and V per head (MHA, GQA, up-projected MLA), not one absorbed latent
     prefill_kv: object = None  # serving/inference prefill attention: 1 over a 16-bit KV cache, 2 over an
                                # FP8 one (the fitted prefill form, dse.perf.attention_kernels), 0 the pooled efficiency
     decode_kv: object = None   # serving/inference decode attention: the same codes, for the decode kernel form
@@ -257,7 +258,7 @@ def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward, 
     return Op("attention", "attention", "fused", s.q_len, keys, m.head_dim,
               flops=attention_flops(m, s.seqs, s.q_len, keys, s.tp) * K["causal_skip"], bytes=nbytes,
               weight=weight * m.attention_fraction, backward=backward, head_dims=m.score_dims,
-              prefill_kv=prefill_kv, calls=np.minimum(s.seqs, 1.0))   # serving: prompts per iteration
+              per_head_kv=~m.absorbed, prefill_kv=prefill_kv, calls=np.minimum(s.seqs, 1.0))   # serving: prompts per iteration
 
 
 def unfused_attention_ops(m, s: Shape, dropout, weight) -> list:

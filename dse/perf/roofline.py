@@ -341,6 +341,8 @@ def training_attention_s(op, r: Rates):
     fitted = np.isfinite(p["fwd_efficiency_max"])
     def slower(name):   # this pass's compute time over the prefill-derived one (1 where no fit)
         narrow = TA.head_dim_factor(op.head_dims / 2.0, p[f"{name}_head_dim_k"])   # mean of the q/k and v head sizes
+        if name == "bwd":   # heads wider than 128 crowd the backward's per-head accumulators (not one latent's)
+            narrow = narrow * np.where(op.per_head_kv, TA.wide_head_factor(op.head_dims / 2.0, p["bwd_wide_head_k"]), 1.0)
         eff = TA.efficiency(keys, p[f"{name}_efficiency_max"], p[f"{name}_half_keys"]) * narrow
         if "fp8" in p:   # cuDNN's FP8 kernels (fp8_attention): their fit, a fraction of the FP8 peak
             fp8 = TA.efficiency(keys, p[f"fp8_{name}_efficiency_max"], p[f"fp8_{name}_half_keys"]) * narrow
