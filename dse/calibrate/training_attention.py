@@ -63,6 +63,7 @@ def _fit_pass(keys, flops, latency_s, peak):
     def residual(p):
         return np.log(flops / (peak * form.efficiency(keys, p[0], p[1]))) - np.log(latency_s)
     p = least_squares(residual, [0.6, 1000.0], bounds=([0.05, 0.0], [1.0, 1e5])).x
+    p[1] = p[1] if p[1] >= 1e-3 else 0.0   # a half-saturation the data push to its bound is the bound (no ramp)
     efficiency_max, half_keys = round_sig(p)
     return efficiency_max, half_keys, flops / (peak * form.efficiency(keys, efficiency_max, half_keys))
 
