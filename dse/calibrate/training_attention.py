@@ -21,7 +21,9 @@ rows) against the 128-wide backward fit at the window's keys; `bwd_wide_head_k` 
 wider than 128 (`cudnn_sdpa_wide_heads_training.csv`: DeepSeek-V3's MLA heads, q/k 192 and v 128, on
 GB200 and GB300; Hopper takes GB200's, WIDE_FROM). The `fp8_` pairs fit cuDNN 9.19's FP8
 fused attention (per-tensor E4M3, `cudnn_sdpa_training_fp8.csv`, the same shapes and release) as
-fractions of the FP8 peak: what `fp8_attention` runs. Values are rounded to 3 significant digits
+fractions of the FP8 peak: what `fp8_attention` runs; the `mxfp8_` pairs cuDNN's MXFP8 kernels,
+which it runs under an MXFP8 recipe (Blackwell): the FP8 fit times the MXFP8 over per-tensor FP8 time of
+one cuDNN 9.22 run (`cudnn_sdpa_training_mxfp8.csv`), so both formats stand on the same release. Values are rounded to 3 significant digits
 before the stored predictions are computed.
 """
 from __future__ import annotations
@@ -48,6 +50,7 @@ DATA = "cudnn_sdpa_training.csv"
 NARROW = "cudnn_sdpa_head_dim.csv"   # forward latencies of 64-wide heads (GPT-OSS's, cuDNN 9.27)
 NARROW_TRAINING = "cudnn_sdpa_head_dim_training.csv"   # forward and backward of windowed 64-wide heads (cuDNN 9.19)
 FP8 = "cudnn_sdpa_training_fp8.csv"   # cuDNN's FP8 fused attention on the DATA shapes (fp8_attention)
+MXFP8 = "cudnn_sdpa_training_mxfp8.csv"   # its MXFP8 kernels, Blackwell only (fp8_attention under MXFP8)
 WIDE = "cudnn_sdpa_wide_heads_training.csv"   # forward and backward of heads wider than 128 (MLA's, cuDNN 9.19)
 # The part whose wide-head rows fit each part's bwd_wide_head_k: Blackwell its own; Hopper GB200's
 # (a projection: H200's rows run a deterministic backward, which on Hopper is slower than the default)
@@ -122,6 +125,27 @@ def _fit_wide_head(part: str, backward: float) -> tuple[float, np.ndarray, np.nd
     return k, latency_s, base / form.wide_head_factor(d, k)
 
 
+def _fit_mxfp8(part, params, backward, fp8_peak, measured, predicted):
+    """The mxfp8_ pairs where the part has MXFP8 kernels (Blackwell): the FP8 fit at the table's shapes
+    times the same run's MXFP8 over per-tensor FP8 time (cuDNN 9.22 against the 9.19 fit), so both
+    formats stand on one release; its rows enter the Fit's error at that run's own speed."""
+    mx = published(MXFP8)
+    mx = mx[mx["gpu"] == part]
+    if not len(mx):   # no MXFP8 kernels (Hopper; a derived part that has them borrows this): the FP8 pair
+        params.update({f"mxfp8_{p}": params[f"fp8_{p}"] for p in
+                       ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys")})
+        return
+    k, f = _windowed_keys_and_flops(mx)
+    for name, factor in (("fwd", 1.0), ("bwd", backward)):
+        per_tensor = factor * f / (fp8_peak * form.efficiency(k, params[f"fp8_{name}_efficiency_max"],
+                                                              params[f"fp8_{name}_half_keys"]))
+        run = mx[f"fp8_{name}_ms"].to_numpy(float) * 1e-3
+        e, h, pred = _fit_pass(k, factor * f, per_tensor * mx[f"{name}_ms"].to_numpy(float) * 1e-3 / run, fp8_peak)
+        params[f"mxfp8_{name}_efficiency_max"], params[f"mxfp8_{name}_half_keys"] = float(e), float(h)
+        measured.append(mx[f"{name}_ms"].to_numpy(float) * 1e-3)
+        predicted.append(pred * run / per_tensor)
+
+
 def fit(data: KernelData, gpu: str) -> list[Fit]:
     part = STAND_IN.get(gpu)
     if part is None:
@@ -133,18 +157,18 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     keys, flops = _windowed_keys_and_flops(rows)
     backward = float(catalog.constant("flash_backward_factor"))
     measured, predicted, params = [], [], {}
+    # BF16 passes as fractions of the BF16 peak; FP8 and MXFP8 ones (fp8_attention) of the FP8 peak
+    fp8_peak = float(system["peak_fp8_flops_per_s"])
     fp8 = published(FP8)
     fp8 = fp8[fp8["gpu"] == part]
-    fp8_keys, fp8_flops = _windowed_keys_and_flops(fp8)
-    # BF16 passes as fractions of the BF16 peak; FP8 ones (fp8_attention) of the FP8 peak
-    for prefix, table, k, f, pk in (("", rows, keys, flops, peak),
-                                    ("fp8_", fp8, fp8_keys, fp8_flops, float(system["peak_fp8_flops_per_s"]))):
+    for prefix, table, k, f, pk in (("", rows, keys, flops, peak), ("fp8_", fp8, *_windowed_keys_and_flops(fp8), fp8_peak)):
         for name, factor in (("fwd", 1.0), ("bwd", backward)):
             latency_s = table[f"{name}_ms"].to_numpy(float) * 1e-3
             e, h, pred = _fit_pass(k, factor * f, latency_s, pk)
             params[f"{prefix}{name}_efficiency_max"], params[f"{prefix}{name}_half_keys"] = float(e), float(h)
             measured.append(latency_s)
             predicted.append(pred)
+    _fit_mxfp8(part, params, backward, fp8_peak, measured, predicted)
     softmax_dim = float(system["attention_softmax_dim"])
     for name, table, factor in (("fwd", NARROW, 1.0), ("bwd", NARROW_TRAINING, backward)):
         narrow = published(table)
@@ -164,5 +188,6 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
              f"forward of 64-wide heads (dse/catalog/{NARROW}), bwd_head_dim_k on cuDNN 9.19's backward of "
              f"64-wide heads under a 1,024-token window (dse/catalog/{NARROW_TRAINING}); bwd_wide_head_k on cuDNN 9.19's "
              f"backward of DeepSeek-V3's 192/128-wide MLA heads on {WIDE_FROM[part]} (dse/catalog/{WIDE}); the fp8_ pairs "
-             f"on cuDNN 9.19's FP8 fused attention at the DATA shapes, as fractions of the FP8 peak (dse/catalog/{FP8})")
+             f"on cuDNN 9.19's FP8 fused attention at the DATA shapes, as fractions of the FP8 peak (dse/catalog/{FP8}); the "
+             f"mxfp8_ pairs (Blackwell) on cuDNN 9.22's MXFP8 kernels at those shapes (dse/catalog/{MXFP8})")
     return [Fit(FAMILY, gpu, "bf16", params, np.concatenate(measured), np.concatenate(predicted), basis)]

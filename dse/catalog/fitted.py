@@ -34,11 +34,12 @@ DECODE_FORM_PARAMS = ("decode_sm_count", "decode_grouped_min_items", "decode_flo
                       "decode_bandwidth_efficiency", "decode_reread_fraction", "decode_split_s", "decode_head_split_s",
                       "decode_empty_split_s")
 # dse.perf.forms.training_attention: (efficiency_max, half_keys) of the forward and of the backward, each
-# pass's narrow-head k, the (efficiency_max, half_keys) pairs of cuDNN's FP8 kernels (fp8_attention)
-# and the backward's wide-head k
+# pass's narrow-head k, the (efficiency_max, half_keys) pairs of cuDNN's FP8 kernels (fp8_attention),
+# the backward's wide-head k and the pairs of cuDNN's MXFP8 kernels (fp8_attention under MXFP8, Blackwell)
 TRAINING_ATTENTION_PARAMS = ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys",
                              "fwd_head_dim_k", "bwd_head_dim_k", "fp8_fwd_efficiency_max", "fp8_fwd_half_keys",
-                             "fp8_bwd_efficiency_max", "fp8_bwd_half_keys", "bwd_wide_head_k")
+                             "fp8_bwd_efficiency_max", "fp8_bwd_half_keys", "bwd_wide_head_k", "mxfp8_fwd_efficiency_max",
+                             "mxfp8_fwd_half_keys", "mxfp8_bwd_efficiency_max", "mxfp8_bwd_half_keys")
 MIN_LATENCY = "nvfp4-min-latency"   # the fit of TensorRT-LLM's NVFP4 min-latency MoE kernels (dse calibrate)
 # vLLM's own MoE kernels (dse.calibrate.moe_vllm, family moe_vllm, precisions vllm-<format>): the formats
 # fitted, their model columns moe_vllm_<parameter>_<format>, and the per-format markers

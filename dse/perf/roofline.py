@@ -137,6 +137,7 @@ class Rates:
                 train_attention["speed"] = np.where(np.asarray(hw["attention_fa2"], bool), hw["fa2_attention_speed"], 1.0)
             if "fp8_attention" in hw and np.any(hw["fp8_attention"]):
                 train_attention["fp8"] = fp8_attention_rows(hw, precision)
+                train_attention["mxfp8"] = train_attention["fp8"] & (np.asarray(precision) == CODE["mxfp8"])
                 train_attention["fp8_peak_ratio"] = np.asarray(hw["peak_fp8_flops_per_s"]) / np.asarray(hw["peak_bf16_flops_per_s"])
         attention_forms = None if training else Columns(hw, AK.COLUMNS)
         mxfp4 = np.asarray(precision) == CODE["mxfp4"]
@@ -346,6 +347,9 @@ def training_attention_s(op, r: Rates):
         eff = TA.efficiency(keys, p[f"{name}_efficiency_max"], p[f"{name}_half_keys"]) * narrow
         if "fp8" in p:   # cuDNN's FP8 kernels (fp8_attention): their fit, a fraction of the FP8 peak
             fp8 = TA.efficiency(keys, p[f"fp8_{name}_efficiency_max"], p[f"fp8_{name}_half_keys"]) * narrow
+            if np.any(p.get("mxfp8", False)):   # an MXFP8 recipe's attention runs cuDNN's MXFP8 kernels
+                mx = TA.efficiency(keys, p[f"mxfp8_{name}_efficiency_max"], p[f"mxfp8_{name}_half_keys"]) * narrow
+                fp8 = np.where(p["mxfp8"], mx, fp8)
             eff = np.where(p["fp8"], fp8 * p["fp8_peak_ratio"], eff)
         return np.where(fitted, r.attention_efficiency / np.where(fitted, eff, 1.0), 1.0) / p.get("speed", 1.0)
     return np.maximum(compute * slower("fwd"), memory), op.backward * np.maximum(compute * slower("bwd"), memory)
