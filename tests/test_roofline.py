@@ -447,8 +447,7 @@ def test_training_attention_matches_cudnn_published_forward_and_backward(system,
     # dse/catalog/cudnn_sdpa_training.csv: cuDNN 9.19 fwd and bwd of Llama-3.1-shaped causal BF16
     # attention, 2K-32K tokens (NVIDIA/cudnn-frontend); at the kernels' own (burst) clock
     from dse.calibrate.training_attention import published
-    rows = published()
-    rows = rows[rows["gpu"] == part]
+    rows = published(part=part)
     r = _training_attention_rates(system)
     for _, row in rows.iterrows():
         fwd, bwd = roofline.training_attention_s(_causal_attention_op(int(row["seq"])), r)
@@ -462,8 +461,7 @@ def test_narrow_heads_match_cudnn_published_64_wide_forward(system, part):
     # (NVIDIA/cudnn-frontend attention_inference results), 1.4-1.6x slower per FLOP than 128-wide:
     # the prefill form's head-size scaling and the training form's head_dim_factor together
     from dse.calibrate.training_attention import NARROW, published
-    rows = published(NARROW)
-    rows = rows[rows["gpu"] == part]
+    rows = published(NARROW, part)
     assert len(rows) == 3
     r = _training_attention_rates(system)
     for _, row in rows.iterrows():
@@ -478,15 +476,13 @@ def test_narrow_heads_match_cudnn_published_64_wide_forward(system, part):
 def test_narrow_heads_backward_matches_cudnn_published_windowed_training(system, part):
     # dse/catalog/cudnn_sdpa_head_dim_training.csv: cuDNN 9.19's forward and backward of GPT-OSS-shaped
     # 64-wide heads under a 1,024-token window, 2K-32K tokens (NVIDIA/cudnn-frontend sdpa_benchmark_training)
-    from dse.calibrate.training_attention import NARROW_TRAINING, published
-    rows = published(NARROW_TRAINING)
-    rows = rows[rows["gpu"] == part]
+    from dse.calibrate.training_attention import NARROW_TRAINING, _windowed_keys_and_flops, published
+    rows = published(NARROW_TRAINING, part)
     assert len(rows) == 5
     r = _training_attention_rates(system)
-    for _, row in rows.iterrows():
-        seq, window = float(row["seq"]), float(row["window"])
-        keys = 2.0 * window - window * window / seq   # dse.perf.layer.kernel_keys of a window, in ctx units
-        flops = 4.0 * row["batch"] * row["q_heads"] * seq * keys * row["head_dim"] * 0.5
+    window_keys, window_flops = _windowed_keys_and_flops(rows)   # dse.perf.layer.kernel_keys of the window
+    for (_, row), keys, flops in zip(rows.iterrows(), window_keys, window_flops):
+        seq = float(row["seq"])
         op = Op("attention", "attention", "fused", seq, keys, 64.0, flops=flops,
                 bytes=row["batch"] * seq * 4 * row["q_heads"] * 64 * 2.0, backward=2.5, head_dims=128.0)
         _, bwd = roofline.training_attention_s(op, r)
@@ -579,8 +575,7 @@ def test_fp8_attention_matches_cudnn_published_fp8_kernels(system, part):
     # (471 TFLOP/s at 4K, 370 at 32K), which the saturating form averages: within 17% there (4K), 6%
     # everywhere else
     from dse.calibrate.training_attention import FP8, published
-    rows = published(FP8)
-    rows = rows[rows["gpu"] == part]
+    rows = published(FP8, part)
     r = _training_attention_rates(system)
     r.train_attention["fp8"] = np.array([True])
     r.train_attention["fp8_peak_ratio"] = np.array([2.0])   # every part here: FP8 twice the BF16 peak
@@ -609,8 +604,7 @@ def test_wide_heads_backward_matches_cudnn_published_mla_kernels(system, part):
     # dse/catalog/cudnn_sdpa_wide_heads_training.csv: cuDNN 9.19's DeepSeek-V3 MLA heads (q/k 192,
     # v 128, 128 heads), 2K-32K tokens; before the wide-head term dse ran their backward 6-21% fast
     from dse.calibrate.training_attention import WIDE, published
-    rows = published(WIDE)
-    rows = rows[rows["gpu"] == part]
+    rows = published(WIDE, part)
     r = _training_attention_rates(system)
     for _, row in rows.iterrows():
         op = _causal_attention_op(int(row["seq"]), heads=128, head_dim=(row["head_dim"] + row["v_head_dim"]) / 2)
@@ -648,8 +642,7 @@ def test_mxfp8_attention_trails_per_tensor_fp8_as_cudnn_publishes(system, part):
     # (Llama-3.1 shapes, batch 2; what fp8_attention runs under an MXFP8 recipe) 6-13% slower forward
     # and 11-34% slower backward than its per-tensor FP8 kernels: dse keeps each ratio within 6%
     from dse.calibrate.training_attention import MXFP8, published
-    rows = published(MXFP8)
-    rows = rows[rows["gpu"] == part]
+    rows = published(MXFP8, part)
     r = _training_attention_rates(system)
     r.train_attention["fp8"], r.train_attention["fp8_peak_ratio"] = np.array([True]), np.array([2.0])
     for _, row in rows.iterrows():

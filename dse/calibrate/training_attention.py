@@ -57,9 +57,11 @@ WIDE = "cudnn_sdpa_wide_heads_training.csv"   # forward and backward of heads wi
 WIDE_FROM = {"GB200": "GB200", "GB300": "GB300", "H200": "GB200"}
 
 
-def published(name: str = DATA) -> pd.DataFrame:
+def published(name: str = DATA, part: str | None = None) -> pd.DataFrame:
+    """A published kernel table of dse/catalog, all of it or the rows of one `part` (GB200, ...)."""
     with resources.files("dse.catalog").joinpath(name).open("r") as fh:
-        return pd.read_csv(fh)
+        table = pd.read_csv(fh)
+    return table if part is None else table[table["gpu"] == part]
 
 
 def _fit_pass(keys, flops, latency_s, peak):
@@ -106,15 +108,13 @@ def _fit_head_dim(rows, latency_ms, efficiency_max, half_keys, peak, softmax_dim
 def _fit_wide_head(part: str, backward: float) -> tuple[float, np.ndarray, np.ndarray]:
     """(bwd_wide_head_k, measured, predicted seconds) of `part`'s backward of heads wider than 128
     against its 128-wide backward fit times the prefill form's head-size scaling."""
-    rows = published()
-    rows = rows[rows["gpu"] == part]
+    rows = published(part=part)
     system = catalog.systems().loc[MEASURED_ON[part]]
     peak = float(system["peak_bf16_flops_per_s"])
     keys, flops = _windowed_keys_and_flops(rows)
     bwd = rows["bwd_ms"].to_numpy(float) * 1e-3
     e, h, _ = _fit_pass(keys, backward * flops, bwd, peak)
-    wide = published(WIDE)
-    wide = wide[wide["gpu"] == part]
+    wide = published(WIDE, part)
     keys, flops = _windowed_keys_and_flops(wide)
     d, latency_s = _mean_head_dim(wide), wide["bwd_ms"].to_numpy(float) * 1e-3
     base = backward * flops / (peak * form.efficiency(keys, e, h) * head_dims_scale(float(system["attention_softmax_dim"]), 2.0 * d))
@@ -129,8 +129,7 @@ def _fit_mxfp8(part, params, backward, fp8_peak, measured, predicted):
     """The mxfp8_ pairs where the part has MXFP8 kernels (Blackwell): the FP8 fit at the table's shapes
     times the same run's MXFP8 over per-tensor FP8 time (cuDNN 9.22 against the 9.19 fit), so both
     formats stand on one release; its rows enter the Fit's error at that run's own speed."""
-    mx = published(MXFP8)
-    mx = mx[mx["gpu"] == part]
+    mx = published(MXFP8, part)
     if not len(mx):   # no MXFP8 kernels (Hopper; a derived part that has them borrows this): the FP8 pair
         params.update({f"mxfp8_{p}": params[f"fp8_{p}"] for p in
                        ("fwd_efficiency_max", "fwd_half_keys", "bwd_efficiency_max", "bwd_half_keys")})
@@ -150,8 +149,7 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     part = STAND_IN.get(gpu)
     if part is None:
         return []
-    rows = published()
-    rows = rows[rows["gpu"] == part]
+    rows = published(part=part)
     system = catalog.systems().loc[MEASURED_ON[part]]
     peak = float(system["peak_bf16_flops_per_s"])
     keys, flops = _windowed_keys_and_flops(rows)
@@ -159,8 +157,7 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     measured, predicted, params = [], [], {}
     # BF16 passes as fractions of the BF16 peak; FP8 and MXFP8 ones (fp8_attention) of the FP8 peak
     fp8_peak = float(system["peak_fp8_flops_per_s"])
-    fp8 = published(FP8)
-    fp8 = fp8[fp8["gpu"] == part]
+    fp8 = published(FP8, part)
     for prefix, table, k, f, pk in (("", rows, keys, flops, peak), ("fp8_", fp8, *_windowed_keys_and_flops(fp8), fp8_peak)):
         for name, factor in (("fwd", 1.0), ("bwd", backward)):
             latency_s = table[f"{name}_ms"].to_numpy(float) * 1e-3
@@ -171,8 +168,7 @@ def fit(data: KernelData, gpu: str) -> list[Fit]:
     _fit_mxfp8(part, params, backward, fp8_peak, measured, predicted)
     softmax_dim = float(system["attention_softmax_dim"])
     for name, table, factor in (("fwd", NARROW, 1.0), ("bwd", NARROW_TRAINING, backward)):
-        narrow = published(table)
-        narrow = narrow[narrow["gpu"] == part]
+        narrow = published(table, part)
         k, pred = _fit_head_dim(narrow, narrow[f"{name}_ms"], params[f"{name}_efficiency_max"],
                                 params[f"{name}_half_keys"], peak, softmax_dim, factor)
         params[f"{name}_head_dim_k"] = float(k)

@@ -84,7 +84,7 @@ def active_fraction(busiest_expert_ratio, skew_ratio, skew_active):
     """Share of the experts that get any traffic under routing whose busiest expert carries
     `busiest_expert_ratio` times the mean: 1 under balanced routing, `skew_active` at the fitted
     power-law routing's own ratio `skew_ratio` (moe_skew_*), log-linear in the ratio between and
-    beyond (the alpha-1.2 fits, at 16-21x, sit within 0.02 of that line); 1 where the part has no
+    beyond (the alpha-1.2 fits, at 16-21x, sit within 0.03 of that line); 1 where the part has no
     such fit (NaN)."""
     m = np.maximum(np.asarray(busiest_expert_ratio, dtype=float), 1.0)
     slope = np.nan_to_num((1.0 - np.asarray(skew_active, float)) / np.log(np.maximum(skew_ratio, 1.0 + 1e-9)))
