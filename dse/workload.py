@@ -52,6 +52,16 @@ class Model:
         self.sparse_topk = f("sparse_attention_topk")
         self.indexer_heads, self.indexer_head_dim = f("indexer_heads"), f("indexer_head_dim")
         self.has_indexer = ((self.sparse_topk > 0) & (self.indexer_heads > 0)).astype(self.hidden.dtype)
+        # DeepSeek-V4's compressed attention layers: compressed sparse (CSA: the indexer's top-k of
+        # one key per csa ratio tokens) and heavily compressed (HCA: every key of one per hca ratio
+        # tokens), each beside a raw sliding window of `sliding_window` tokens
+        self.csa_fraction, self.csa_ratio = f("csa_layer_fraction"), f("csa_compress_ratio")
+        self.hca_fraction, self.hca_ratio = f("hca_layer_fraction"), f("hca_compress_ratio")
+        self.kv_shared = (f("kv_shared") > 0).astype(self.hidden.dtype)   # K = V: one tensor
+        self.o_lora, self.o_groups = f("o_lora_rank"), np.maximum(f("o_groups"), 1.0)
+        self.residual_streams = np.maximum(f("residual_streams"), 1.0)
+        # share of the attention layers running the indexer: V4's CSA layers, else every layer (V3.2)
+        self.indexer_share = self.has_indexer * np.where(self.csa_fraction > 0, self.csa_fraction, 1.0)
         # 0/1 in the model's float type (a bool would promote float32 arithmetic to float64)
         self.sinks = (f("attention_sinks") > 0).astype(self.hidden.dtype)
         self.expert_bias = (f("expert_bias") > 0).astype(self.hidden.dtype)
@@ -70,7 +80,7 @@ class Model:
         kv_dim = f("kv_cache_dim")
         # Elements cached per token per attention layer: K and V, MLA's latent + rotary key, or as given.
         self.kv_cache_dim = np.where(kv_dim > 0, kv_dim, np.where(
-            self.is_mla, self.kv_lora + self.rope_dim, self.kv_heads * (self.head_dim + self.v_head_dim)))
+            self.is_mla, self.kv_lora + self.rope_dim, self.kv_heads * (self.head_dim + (1.0 - self.kv_shared) * self.v_head_dim)))
         # DeepSeek Sparse Attention runs MLA in its MQA form in training and prefill too (DeepSeek-V3.2
         # report; Megatron-Core's DSAttention consumes the absorbed layout): every head's query absorbs
         # W_UK and attends over the shared latent, scores over kv_lora + rope, values over kv_lora
@@ -79,7 +89,7 @@ class Model:
         self.q_dim = self.heads * self.head_dim
         self.o_dim = self.heads * self.v_head_dim               # attention output (out-projection input)
         self.kv_dim = self.kv_heads * self.head_dim             # K width (V: v_dim)
-        self.v_dim = self.kv_heads * self.v_head_dim
+        self.v_dim = self.kv_heads * self.v_head_dim * (1.0 - self.kv_shared)   # V projected and cached apart
         self.mlp_mats = (2 + self.gated).astype(self.hidden.dtype)  # gated MLPs (SwiGLU): gate+up+down
         self.mamba = Mamba2(f) if np.any(self.mamba_fraction > 0) else None
         self.linear = GatedDeltaNet(f) if np.any(self.linear_fraction > 0) else None
@@ -91,33 +101,64 @@ class Model:
     def attention_params(self):
         """One attention layer's mixer: projections (GQA, or MLA's compressions and up-projections),
         the output gate and sinks where the model has them, and its norm."""
-        gqa = self.hidden * (self.q_dim * (1.0 + self.output_gate) + self.kv_dim + self.v_dim)
+        gqa = self.hidden * (self.q_dim * self.output_gate + self.kv_dim + self.v_dim) + self.q_projection_params
         if np.any(self.is_mla):
             q = np.where(self.q_lora > 0, self.q_lora * (self.hidden + 1.0 + self.q_dim), self.hidden * self.q_dim)
             kv = (self.hidden * (self.kv_lora + self.rope_dim) + self.kv_lora
                   + self.kv_lora * self.heads * (self.head_dim - self.rope_dim + self.v_head_dim))
             gqa = np.where(self.is_mla, q + kv, gqa)
-        return gqa + self.o_dim * self.hidden + self.hidden + self.sinks * self.heads + self.indexer_params
+        return (gqa + self.o_projection_params + self.hidden + self.sinks * self.heads + self.indexer_params
+                + self.compressor_params)
+
+    @cached_property
+    def q_projection_params(self):
+        """A GQA layer's query projection: hidden -> q_dim, or through a normed q_lora_rank (DeepSeek-V4)."""
+        return np.where(self.q_lora > 0, self.q_lora * (self.hidden + 1.0 + self.q_dim), self.hidden * self.q_dim)
+
+    @cached_property
+    def o_projection_params(self):
+        """The output projection: o_dim -> hidden, or grouped low-rank (DeepSeek-V4: each of o_groups
+        head groups to o_lora_rank, then o_groups x o_lora_rank -> hidden)."""
+        low_rank = self.o_lora * (self.o_dim + self.o_groups * self.hidden)
+        return np.where(self.o_lora > 0, low_rank, self.o_dim * self.hidden)
+
+    @cached_property
+    def compressor_params(self):
+        """DeepSeek-V4's KV compressors, averaged over the attention layers: a key and a gate projection
+        from the hidden state (twice the width on CSA layers, whose windows overlap), and on CSA layers
+        the indexer's own compressor at indexer_head_dim (DeepseekV4Compressor / Indexer wkv, wgate)."""
+        csa = self.csa_fraction * 4.0 * self.hidden * (self.head_dim + self.indexer_head_dim * self.has_indexer)
+        return csa + self.hca_fraction * 2.0 * self.hidden * self.head_dim
 
     @cached_property
     def indexer_params(self):
-        """The sparse-attention indexer of one attention layer: its query up-projection from the
-        query latent (the hidden state without one), its key projection and LayerNorm, and the
+        """The sparse-attention indexer, averaged over the attention layers (V4 runs it on its CSA
+        layers only): its query up-projection from the query latent (the hidden state without one),
+        its key projection (V4: its compressor's, in compressor_params) and LayerNorm, and the
         per-head weights (DeepSeek-V3.2-Exp inference/model.py Indexer: wq_b, wk, k_norm, weights_proj)."""
         q_in = np.where(self.q_lora > 0, self.q_lora, self.hidden)
         heads, dim = self.indexer_heads, self.indexer_head_dim
-        return self.has_indexer * (q_in * heads * dim + self.hidden * dim + 2.0 * dim + self.hidden * heads)
+        key = np.where(self.csa_fraction > 0, 0.0, self.hidden * dim)   # V4's indexer keys come from its compressor
+        return self.indexer_share * (q_in * heads * dim + key + 2.0 * dim + self.hidden * heads)
 
     @cached_property
     def mixer_params(self):
         """Mean over the layers of everything but the MLP/MoE weights: each type of sequence mixer
         on its share of the layers, and the norm in front of each MLP block."""
-        params = self.attention_fraction * self.attention_params + self.mlp_fraction * self.hidden
+        params = (self.attention_fraction * self.attention_params + self.mlp_fraction * self.hidden
+                  + self.blocks_per_layer * self.hyper_connection_params)
         if self.mamba is not None:
             params = params + self.mamba_fraction * self.mamba.params(self.hidden)
         if self.linear is not None:
             params = params + self.linear_fraction * self.linear.params(self.hidden)
         return params
+
+    @cached_property
+    def hyper_connection_params(self):
+        """One block's hyper-connection mixing (DeepSeek-V4 mHC, n = residual_streams): a projection
+        of the n streams to the (2 + n) n mixing logits, their biases and 3 scales (0 for a plain residual)."""
+        n = self.residual_streams
+        return np.where(n > 1, (2.0 + n) * n * (n * self.hidden + 1.0) + 3.0, 0.0)
 
     @cached_property
     def dense_mlp_params(self):
@@ -174,26 +215,57 @@ class Model:
         """Keys a query attends to at a context length, averaged over the attention layers: the whole
         context on full layers (Megatron convention, no causal halving), at most `sliding_window`
         on windowed ones and `attention_chunk` on chunked ones; with `sparse`, at most
-        `sparse_attention_topk` on the full layers of a sparse-attention model. Without it: the keys
-        the cache holds (an indexer scores them all and the top-k may pick any)."""
+        `sparse_attention_topk` on the full layers of a sparse-attention model. A compressed layer
+        (DeepSeek-V4) attends to its raw window and its compressed keys, on a CSA layer with `sparse`
+        at most `sparse_attention_topk` of them. Without `sparse`: the keys the cache holds (an
+        indexer scores them all and the top-k may pick any)."""
         span = context
         if np.any(self.window_fraction > 0):
             span = span + self.window_fraction * (capped(context, self.window) - context)
         if np.any(self.chunk_fraction > 0):
             span = span + self.chunk_fraction * (capped(context, self.chunk) - context)
         if sparse and np.any(self.sparse_topk > 0):
-            full = 1.0 - self.window_fraction - self.chunk_fraction
-            span = span + full * (capped(context, self.sparse_topk) - context)
+            span = span + self.full_fraction * (capped(context, self.sparse_topk) - context)
+        if np.any(self.csa_fraction + self.hca_fraction > 0):
+            raw = np.where(self.window > 0, np.minimum(context, self.window), 0.0)
+            csa = self.compressed_keys(context, self.csa_ratio)
+            if sparse:
+                csa = capped(csa, self.sparse_topk)
+            span = (span + self.csa_fraction * (raw + csa - context)
+                    + self.hca_fraction * (raw + self.compressed_keys(context, self.hca_ratio) - context))
         return span
+
+    @property
+    def full_fraction(self):
+        """Share of the attention layers that attend over the whole context (a sparse-attention model's
+        top-k of it): not windowed, chunked or compressed."""
+        return 1.0 - self.window_fraction - self.chunk_fraction - self.csa_fraction - self.hca_fraction
+
+    @property
+    def compressed_kv_share(self):
+        """K/V per token a layer holds, averaged over the attention layers, relative to caching every
+        token: a compressed layer's one key per ratio tokens (its raw window left out)."""
+        return (1.0 - self.csa_fraction - self.hca_fraction + self.csa_fraction / np.maximum(self.csa_ratio, 1.0)
+                + self.hca_fraction / np.maximum(self.hca_ratio, 1.0))
+
+    @staticmethod
+    def compressed_keys(context, ratio):
+        """Compressed keys cached for `context` tokens: one per `ratio` tokens."""
+        return context / np.maximum(ratio, 1.0)
+
+    def indexer_keys(self, context):
+        """Keys a layer's indexer scores per query: the compressed keys of a CSA layer (DeepSeek-V4),
+        every key before it on a DeepSeek Sparse Attention layer (V3.2)."""
+        return np.where(self.csa_fraction > 0, self.compressed_keys(context, self.csa_ratio), context)
 
     def mixer_flops_per_token(self, context):
         """Forward FLOPs per token of one average layer beyond 2 per weight: attention scores and
         attention x V (2 heads (qk + v) per key), a sparse-attention indexer's scores, the state-space
         and delta-rule scans."""
         flops = self.attention_fraction * 2.0 * self.heads * self.score_dims * self.attention_span(context)
-        if np.any(self.has_indexer > 0):   # the indexer's scores: every head against every cached key
-            flops = flops + (self.attention_fraction * self.has_indexer * 2.0 * self.indexer_heads * self.indexer_head_dim
-                             * self.attention_span(context, sparse=False))
+        if np.any(self.has_indexer > 0):   # the indexer's scores: every head against every key it scores
+            flops = flops + (self.attention_fraction * self.indexer_share * 2.0 * self.indexer_heads * self.indexer_head_dim
+                             * self.indexer_keys(context))
         if self.mamba is not None:
             flops = flops + self.mamba_fraction * self.mamba.scan_flops_per_token(context)
         if self.linear is not None:

@@ -68,6 +68,8 @@ PUBLISHED = [
     ("glm-5", 744e9, "total", "zai-org GLM-5 model card: 744B parameters, 40B active"),
     ("deepseek-v3.2", 671e9, "total", "DeepSeek-V3's 671B and the indexer's 0.85B (the DeepSeek-V3.2 card's 685B "
                                       "includes the 14B multi-token-prediction module, not counted here)"),
+    ("deepseek-v4-flash", 284e9, "total", "DeepSeek-V4-Flash model card: 284B total parameters (the "
+                                          "multi-token-prediction layer not counted, as DeepSeek-V3's 671B)"),
     ("qwen3-32b", 32.8e9, "total", "Qwen3-32B model card: 32.8B parameters"),
     ("qwen3-32b", 31.2e9, "non_embedding", "Qwen3-32B model card: 31.2B non-embedding"),
     ("minimax-m2.5", 230e9, "total", "MiniMax-M2 release (minimax.io/news/minimax-m2): 230B total parameters"),
@@ -100,6 +102,16 @@ def counted(m: Model, what: str) -> float:
 @pytest.mark.parametrize("name,figure,what,source", PUBLISHED, ids=[f"{p[0]}-{p[2]}" for p in PUBLISHED])
 def test_parameters_equal_the_published_figure_within_1pct(name, figure, what, source):
     assert counted(model_of(config_path(name)), what) == pytest.approx(figure, rel=0.01), source
+
+
+def test_deepseek_v4_parameters_against_their_rounded_published_figures():
+    """The DeepSeek-V4 model cards round: Flash '13B activated', Pro '1.6T total' and '49B activated'.
+    The configs' weights give 12.7B per Flash token without the embeddings, 1.57T for Pro and 48-50B
+    per Pro token (without or with the embeddings), each within the cards' rounding."""
+    flash, pro = model_of(config_path("deepseek-v4-flash")), model_of(config_path("deepseek-v4-pro"))
+    assert counted(flash, "active_no_embedding") == pytest.approx(13e9, abs=0.5e9)
+    assert counted(pro, "total") == pytest.approx(1.6e12, abs=0.05e12)
+    assert counted(pro, "active_no_embedding") < 49.5e9 < counted(pro, "active") + 1e9
 
 
 def test_kimi_k2_parameters_against_its_rounded_published_total():
@@ -207,7 +219,8 @@ CATALOG_TWINS = {"gpt-oss-120b": "gpt-oss-120b", "nemotron-h-56b": "nemotron-h-5
                  "qwen3.5-397b-a17b": "qwen3.5-397b-a17b", "qwen3.5-27b": "qwen3.5-27b",
                  "deepseek-v3.2": "deepseek-v3.2", "glm-5": "glm-5", "nemotron3-ultra-550b-a55b": "nemotron3-ultra-550b-a55b",
                  "qwen3-coder-480b-a35b": "qwen3-coder-480b-a35b", "qwen3.5-122b-a10b": "qwen3.5-122b-a10b",
-                 "qwen3.5-35b-a3b": "qwen3.5-35b-a3b"}
+                 "qwen3.5-35b-a3b": "qwen3.5-35b-a3b", "deepseek-v4-flash": "deepseek-v4-flash",
+                 "deepseek-v4-pro": "deepseek-v4-pro"}
 
 
 @pytest.mark.parametrize("config,name", list(CATALOG_TWINS.items()))

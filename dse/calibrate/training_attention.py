@@ -78,7 +78,8 @@ def _windowed_keys_and_flops(rows):
     attention, under its sliding window where it states one."""
     s, heads = rows["seq"].to_numpy(float), (rows["batch"] * rows["q_heads"]).to_numpy(float)
     window = rows["window"].to_numpy(float) if "window" in rows else np.zeros_like(s)
-    m = SimpleNamespace(window_fraction=(window > 0).astype(float), window=window, chunk_fraction=0.0, sparse_topk=0.0)
+    m = SimpleNamespace(window_fraction=(window > 0).astype(float), window=window, chunk_fraction=0.0, sparse_topk=0.0,
+                        csa_fraction=0.0, hca_fraction=0.0)
     keys = kernel_keys(m, s)
     width = _mean_head_dim(rows)   # 4 s k d per head when the K and V heads are as wide; (d_qk + d_v)/2 otherwise
     return keys, 4.0 * heads * s * keys * width * float(catalog.constant("causal_skip"))

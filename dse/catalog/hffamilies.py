@@ -158,6 +158,52 @@ def deepseek_sparse(f: Fields) -> dict:
     return cols
 
 
+# DeepSeek-V4 compress_ratios entries: 0 sliding window only; 4 compressed sparse attention (the one
+# ratio with a lightning indexer, DeepseekV4Compressor: indexer if compress_ratio == 4); any other
+# heavily compressed attention (128 in the released models)
+CSA_RATIO = 4
+
+
+def deepseek_v4(f: Fields) -> dict:
+    """DeepSeek-V4 (`deepseek_v4`): one 512-wide KV head that is both key and value, queries through
+    q_lora_rank, a grouped low-rank output projection (o_groups, o_lora_rank), per layer a sliding
+    window (`sliding_window`) alone or beside compressed keys (`compress_ratios`: CSA, whose indexer
+    picks `index_topk` of them, or HCA, all of them), attention sinks, `hc_mult` hyper-connection
+    residual streams, every layer MoE (the leading hash-routed ones cost the same less a router GEMM).
+    Its multi-token-prediction layers are not part of the model counted here."""
+    cols = base(f, tied=False)
+    layers = int(cols["layers"])
+    ratios = compress_ratios(f, layers)
+    hca = {r for r in ratios if r not in (0, CSA_RATIO)}
+    if len(hca) > 1:
+        raise f.error("compress_ratios", f"heavily compressed ratios {sorted(hca)}: one is representable")
+    count = lambda match: sum(1 for r in ratios if match(r)) / layers  # noqa: E731
+    cols.update(kv_shared=1.0, q_lora_rank=f.num("q_lora_rank"), o_lora_rank=f.num("o_lora_rank"),
+                o_groups=f.num("o_groups"), qk_rope_head_dim=f.num("qk_rope_head_dim", 0.0, minimum=0),
+                sliding_window=f.num("sliding_window"), sliding_window_fraction=count(lambda r: r == 0),
+                csa_layer_fraction=count(lambda r: r == CSA_RATIO), csa_compress_ratio=float(CSA_RATIO),
+                hca_layer_fraction=count(lambda r: r in hca), hca_compress_ratio=float(hca.pop() if hca else 0),
+                sparse_attention_topk=f.num("index_topk"), indexer_heads=f.num("index_n_heads"),
+                indexer_head_dim=f.num("index_head_dim"), attention_sinks=1.0,
+                residual_streams=f.num("hc_mult", 1.0), yarn_rope=0.0,   # Megatron-Core fuses its RoPE
+                expert_clamp=float(f.num("swiglu_limit", 0.0, minimum=0) > 0))
+    return moe(f, cols, layers, experts="n_routed_experts", top_k="num_experts_per_tok",
+               expert_size="moe_intermediate_size", shared=f.num("n_shared_experts", 0.0, minimum=0))
+
+
+def compress_ratios(f: Fields, layers: int) -> list:
+    """Per-layer compression ratios: `compress_ratios` (which may list the MTP layers after the
+    decoder's), or the native `layer_types` with their `compress_rates`."""
+    ratios = f.get("compress_ratios")
+    if ratios is None:
+        rates = f.get("compress_rates", {})
+        ratios = [0 if kind == "sliding_attention" else rates.get(kind) for kind in f.strings("layer_types", layers)]
+    if not isinstance(ratios, list) or len(ratios) < layers or not all(
+            isinstance(r, (int, float)) and r >= 0 for r in ratios[:layers]):
+        raise f.error("compress_ratios", f"{ratios!r} is not a list of {layers} ratios (0 or more) per layer")
+    return [int(r) for r in ratios[:layers]]
+
+
 def kimi_k25(f: Fields) -> dict:
     """Kimi K2.5 (its `text_config`, a DeepSeek-V3 / Kimi K2 decoder); the MoonViT vision encoder is
     not modelled."""
@@ -350,7 +396,7 @@ FAMILIES = {
     "kimi_k2": deepseek, "gpt_oss": gpt_oss, "llama4": llama4, "llama4_text": llama4, "gemma3": gemma3,
     "gemma3_text": gemma3, "nemotron_h": nemotron_h, "qwen3_next": qwen3_next, "kimi_k25": kimi_k25,
     "minimax_m2": minimax_m2, "qwen3_5": qwen3_5, "qwen3_5_moe": qwen3_5, "qwen3_5_text": qwen3_5,
-    "qwen3_5_moe_text": qwen3_5, "deepseek_v32": deepseek_sparse, "glm_moe_dsa": deepseek_sparse,
+    "qwen3_5_moe_text": qwen3_5, "deepseek_v32": deepseek_sparse, "glm_moe_dsa": deepseek_sparse, "deepseek_v4": deepseek_v4,
     "qwen3_vl": qwen3_vl, "qwen3_vl_moe": qwen3_vl, "qwen3_vl_text": qwen3_vl, "qwen3_vl_moe_text": qwen3_vl,
 }
 ARCHITECTURES = {
@@ -363,6 +409,6 @@ ARCHITECTURES = {
     "NemotronHForCausalLM": "nemotron_h", "Qwen3NextForCausalLM": "qwen3_next",
     "KimiK25ForConditionalGeneration": "kimi_k25", "MiniMaxM2ForCausalLM": "minimax_m2",
     "Qwen3_5ForConditionalGeneration": "qwen3_5", "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe",
-    "DeepseekV32ForCausalLM": "deepseek_v32", "GlmMoeDsaForCausalLM": "glm_moe_dsa",
+    "DeepseekV32ForCausalLM": "deepseek_v32", "GlmMoeDsaForCausalLM": "glm_moe_dsa", "DeepseekV4ForCausalLM": "deepseek_v4",
     "Qwen3VLForConditionalGeneration": "qwen3_vl", "Qwen3VLMoeForConditionalGeneration": "qwen3_vl_moe",
 }

@@ -54,10 +54,13 @@ def cp_attention_comm(net, place, m, w, cp, tp, tokens, layer):
       a2a       (Ulysses) all-to-alls of Q, K, V before and of O after attention switch from
                 sequence to head sharding (backward: the same volume), not overlapped;
       a2a+p2p   an all-to-all among the CP ranks of one scale-up domain, then a ring across domains.
-    GQA shrinks the K/V terms (kv_dim, v_dim), absorbed MLA (DeepSeek Sparse Attention) to its latent."""
+    GQA shrinks the K/V terms (kv_dim, v_dim), absorbed MLA (DeepSeek Sparse Attention) to its latent,
+    compressed attention (DeepSeek-V4) to one key per ratio tokens on its compressed layers."""
     kind = w["cp_comm"]
     # absorbed MLA (DeepSeek Sparse Attention) exchanges the latent every head shares, whole on each TP rank
     kv = tokens * np.where(m.absorbed, m.kv_lora + m.rope_dim, (m.kv_dim + m.v_dim) / tp) * M.ACT_BYTES
+    if np.any(m.csa_fraction + m.hca_fraction > 0):   # DeepSeek-V4's compressed layers pass their compressed keys
+        kv = kv * m.compressed_kv_share
     qkvo = tokens * (m.q_dim + m.kv_dim + m.v_dim + m.o_dim) / tp * M.ACT_BYTES
     attn_fwd, attn_bwd = layer.attn_fwd, layer.attn_bwd
     g = cp_a2a_group(place.domain, cp, tp, kind)

@@ -95,8 +95,9 @@ def kv_width_local(m, tp):
 
 
 def kv_pair_local(m, tp):
-    """K plus V width per GPU (V heads may be narrower than K heads: MLA's v_head_dim)."""
-    return (m.head_dim + m.v_head_dim) * np.maximum(m.kv_heads / tp, 1.0)
+    """K plus V width per GPU (V heads may be narrower than K heads: MLA's v_head_dim; one tensor
+    where K = V, DeepSeek-V4's)."""
+    return (m.head_dim + m.v_head_dim * (1.0 - m.kv_shared)) * np.maximum(m.kv_heads / tp, 1.0)
 
 
 def gqa_share(m):
@@ -105,14 +106,13 @@ def gqa_share(m):
 
 
 def projection_ops(m, s: Shape, operand) -> list:
-    """QKV (and the output gate, where the model has one) projections of the GQA attention layers
-    (MLA's are in dse.perf.mixers) and the output projection of every attention layer."""
-    q_local = m.q_dim / s.tp
-    share = gqa_share(m)
-    return [Op("qkv_proj", "gemm", "gemm", s.tokens, q_local * (1.0 + m.output_gate) + kv_pair_local(m, s.tp),
-               m.hidden, operand_bytes=operand, low_precision=True, weight=share),
+    """The GQA attention layers' QKV projection (and output gate) and every full output projection
+    (MLA's, a query rank's and a grouped low-rank output projection are in dse.perf.mixers)."""
+    q_local = np.where((m.q_lora > 0) & ~m.is_mla, 0.0, m.q_dim / s.tp)   # a query rank: its own GEMMs
+    return [Op("qkv_proj", "gemm", "gemm", s.tokens, q_local + m.q_dim / s.tp * m.output_gate + kv_pair_local(m, s.tp),
+               m.hidden, operand_bytes=operand, low_precision=True, weight=gqa_share(m)),
             Op("attn_out_proj", "gemm", "gemm", s.tokens, m.hidden, m.o_dim / s.tp, operand_bytes=operand,
-               low_precision=True, weight=m.attention_fraction)]   # MLA's output projection too
+               low_precision=True, weight=m.attention_fraction * (m.o_lora <= 0))]
 
 
 def mlp_ops(m, s: Shape, operand, dense_share) -> list:
@@ -226,25 +226,32 @@ def attention_flops(m, seqs, q_len, ctx, tp):
 
 def kernel_keys(m, ctx, documents=0.0):
     """Keys per query a causal prefill/training kernel visits, in units of ctx x causal_skip (so a
-    full layer gives ctx): a sliding window W < ctx visits W - (1 - causal_skip) W^2/ctx keys on
-    average (exact for causal_skip 1/2), a chunk C < ctx (ctx a multiple of C) causal_skip C, a
-    sparse-attention layer's top k as many as a window of k (query i attends to min(i, k) keys).
-    Packed sequences of `documents`-token documents (0: one per sequence) attend within their
-    document, as a chunk of that length does (variable-length kernels, cu_seqlens / THD)."""
+    full layer gives ctx): a sliding window as causal_capped says, a chunk C < ctx (ctx a multiple of
+    C) causal_skip C, a sparse-attention layer's top k as a window of k. Packed sequences of
+    `documents`-token documents attend within their document, as a chunk of that length does."""
     keys = ctx
-    skip = K["causal_skip"]
     if np.any(m.window_fraction > 0):
-        w = np.minimum(np.where(m.window > 0, m.window, ctx), ctx)
-        keys = keys + m.window_fraction * ((w - (1.0 - skip) * w * w / np.maximum(ctx, 1.0)) / skip - ctx)
+        keys = keys + m.window_fraction * (causal_capped(m.window, ctx) - ctx)
     if np.any(m.chunk_fraction > 0):
         keys = keys + m.chunk_fraction * (np.minimum(np.where(m.chunk > 0, m.chunk, ctx), ctx) - ctx)
     if np.any(m.sparse_topk > 0):   # a query attends to the indexer's top k of the keys before it: a window's count
-        k = np.minimum(np.where(m.sparse_topk > 0, m.sparse_topk, ctx), ctx)
-        full = 1.0 - m.window_fraction - m.chunk_fraction
-        keys = keys + full * ((k - (1.0 - skip) * k * k / np.maximum(ctx, 1.0)) / skip - ctx)
+        keys = keys + m.full_fraction * (causal_capped(m.sparse_topk, ctx) - ctx)
+    if np.any(m.csa_fraction + m.hca_fraction > 0):   # V4: the raw window; c compressed keys (c causal_skip), CSA's top k
+        raw = np.where(m.window > 0, causal_capped(m.window, ctx), 0.0)
+        csa = m.compressed_keys(ctx, m.csa_ratio)
+        keys = (keys + m.csa_fraction * (raw + causal_capped(m.sparse_topk, csa) - ctx)
+                + m.hca_fraction * (raw + m.compressed_keys(ctx, m.hca_ratio) - ctx))
     if np.any(documents > 0):
         keys = np.where(documents > 0, np.minimum(keys, documents), keys)
     return keys
+
+
+def causal_capped(limit, n):
+    """Mean keys of causal queries 1..n each seeing at most `limit` (> 0; else all) keys, in units of
+    causal_skip: W - (1 - causal_skip) W^2 / n for W = min(limit, n) (exact for causal_skip 1/2)."""
+    skip = K["causal_skip"]
+    w = np.minimum(np.where(limit > 0, limit, n), n)
+    return (w - (1.0 - skip) * w * w / np.maximum(n, 1.0)) / skip
 
 
 def fused_attention_op(m, s: Shape, kv_write_bytes_per_token, weight, backward, documents=0.0,
@@ -300,7 +307,9 @@ def elementwise_op(m, s: Shape, dense_share, moe_share, hidden_split, *, dropout
     ffn_local = (dense_share * m.ffn + moe_share * m.moe_ffn * (m.top_k + m.shared_experts)) / s.tp
     activation = 2 * m.mlp_mats * ffn_local          # GeLU: read f, write f; gated: read 2f, write f
     blocks = m.blocks_per_layer / 2.0                 # the constants are per transformer layer (2 blocks)
-    hidden_bytes = ((K["norm_residual_hidden_bytes"] + K["dropout_hidden_bytes"] * dropout) * blocks
+    # DeepSeek-V4 mHC: a block reads n streams to mix its input, reads and writes n to add its output (x2 blocks)
+    streams = 2.0 * 3.0 * (m.residual_streams - 1.0) * ACT_BYTES
+    hidden_bytes = ((K["norm_residual_hidden_bytes"] + K["dropout_hidden_bytes"] * dropout + streams) * blocks
                     + K["rope_hidden_bytes"] * rope * m.attention_fraction)
     # 16-bit inputs of the low-precision GEMMs: each block's normed input, the attention output, and
     # the MLP's hidden layer; in an MoE layer every routed copy of a token (the grouped GEMM

@@ -66,6 +66,9 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     # that stands alone (RE.recomputed_norms) frees its output
     replicated = (2.0 + q + drop) * h * model.blocks_per_layer - on(RE.LAYERNORM) * q * h * RE.recomputed_norms(
         model, moe_fraction, by_name)
+    # hyper-connections (DeepSeek-V4 mHC): each block keeps its n residual streams (16-bit) for the
+    # gradients of its mixing, where a plain residual keeps none beyond the norm input
+    replicated = replicated + 2.0 * (model.residual_streams - 1.0) * h * model.blocks_per_layer
     # a down projection's output a remat policy names (mlp_up: MaxText's mlpwo), on the dense layers
     replicated = replicated + (on(RE.MLP_UP) & ~on(RE.MLP)) * 2.0 * h * (model.mlp_fraction - moe_fraction)
     # Q (and its output gate), K, V, out-proj input (16-bit); MLA also keeps its latents
@@ -74,6 +77,9 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     attn_sharded = model.attention_fraction * (qkv_bytes * qkv + 2.0 * context)
     if np.any(model.is_mla):
         replicated = replicated + model.attention_fraction * model.is_mla * 2.0 * (model.q_lora + model.kv_lora + model.rope_dim)
+    if np.any(model.o_lora + model.q_lora * ~model.is_mla > 0):   # DeepSeek-V4: the query latent, the grouped out-projection's output
+        replicated = replicated + model.attention_fraction * ~model.is_mla * 2.0 * model.q_lora
+        attn_sharded = attn_sharded + model.attention_fraction * q * model.o_groups * model.o_lora * (model.o_lora > 0)
     # an MLP's hidden layer: GeLU its input (16-bit) and output (the next GEMM's, quantized); gated
     # both projections and the output
     act_per_ffn = (model.mlp_mats - 1) * 2.0 + q
@@ -94,7 +100,7 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     rep_div = np.where(sp, tp, 1.0)
     per_token = replicated / rep_div + (attn_sharded + mlp_sharded) / tp
     per_token = np.where(recompute == 0, per_token + scores / tp,
-                         np.where(recompute == 2, 2.0 * h / rep_div,
+                         np.where(recompute == 2, 2.0 * h * model.residual_streams / rep_div,
                                   per_token + np.where(on(RE.CORE_ATTN) & ~flash, 0.0, scores) / tp))
     if np.any(recompute == 3):
         per_token = np.where(recompute == 3, op_sac_bytes_per_token(model, moe_fraction, scores, tp, rep_div), per_token)
@@ -249,10 +255,12 @@ def indexer_key_bytes_per_token(model):
 def cache_bytes_per_sequence(model, tp, kv_bytes, context, state_bytes=ACT_BYTES):
     """Decode cache one sequence holds per layer on one GPU at `context` tokens, averaged over the
     layers: the KV cache of the attention layers (full layers grow with the context, sliding-window
-    and chunked ones stop at their window or chunk; MLA caches its latent; a sparse-attention model
-    caches every key and its indexer key too) and the constant recurrent state of Mamba-2 and Gated DeltaNet layers (sharded over TP by heads)."""
+    and chunked ones stop at their window or chunk, compressed ones (DeepSeek-V4) hold their window and
+    one key per ratio tokens; MLA caches its latent; a sparse-attention model caches every key and
+    its indexer key too, V4 an indexer key per compressed key of its CSA layers) and the constant recurrent state of Mamba-2 and Gated DeltaNet layers (sharded over TP by heads)."""
     cached = model.attention_fraction * model.attention_span(context, sparse=False)
-    cache = cached * (kv_cache_bytes_per_token(model, tp, kv_bytes) + indexer_key_bytes_per_token(model))
+    indexer_keys = model.attention_fraction * model.indexer_share * model.indexer_keys(context)
+    cache = cached * kv_cache_bytes_per_token(model, tp, kv_bytes) + indexer_keys * indexer_key_bytes_per_token(model)
     if model.mamba is not None:
         cache = cache + model.mamba_fraction * model.mamba.state_elements() / tp * state_bytes
     if model.linear is not None:

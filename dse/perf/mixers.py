@@ -42,22 +42,52 @@ def _gemm(name, m, n, k, operand, weight, count=1.0) -> Op:
 
 def attention_projection_ops(m, s: Shape, operand, decode: bool = False) -> list:
     """The attention layers' projections: GQA (dse.perf.layer) and, for MLA rows, MLA's."""
-    ops = L.projection_ops(m, s, operand)
+    ops = L.projection_ops(m, s, operand) + output_projection_ops(m, s, operand)
+    q_rank = (m.q_lora > 0) & ~m.is_mla   # a GQA query through a rank (DeepSeek-V4)
+    if np.any(q_rank):   # the down-projection whole on every TP rank (as MLA's), the up-projection by heads
+        weight = L.gqa_share(m) * q_rank
+        ops += [_gemm("q_down", s.tokens, m.q_lora, m.hidden, operand, weight),
+                _gemm("q_up", s.tokens, m.q_dim / s.tp, m.q_lora, operand, weight)]
     if np.any(m.is_mla):
         ops += mla_projection_ops(m, s, operand, decode, m.attention_fraction * m.is_mla)
     if np.any(m.has_indexer > 0):
         ops += indexer_projection_ops(m, s, operand)
+    if np.any(m.csa_fraction + m.hca_fraction > 0):
+        ops += compressor_ops(m, s, operand)
     return ops
+
+
+def output_projection_ops(m, s: Shape, operand) -> list:
+    """DeepSeek-V4's grouped low-rank output projection (the full one is dse.perf.layer's): each local
+    head group's outputs to o_lora_rank (one batched GEMM), then the groups' o_groups x o_lora_rank
+    -> hidden, row-parallel over TP."""
+    if not np.any(m.o_lora > 0):
+        return []
+    weight = m.attention_fraction * (m.o_lora > 0)
+    return [_gemm("attn_out_group_proj", s.tokens, m.o_lora, m.o_dim / m.o_groups, operand, weight,
+                  count=m.o_groups / s.tp),
+            _gemm("attn_out_proj_low_rank", s.tokens, m.hidden, m.o_groups * m.o_lora / s.tp, operand, weight)]
+
+
+def compressor_ops(m, s: Shape, operand) -> list:
+    """DeepSeek-V4's KV compressors: a key and a gate projection of every token (twice as wide on a
+    CSA layer, whose pooling windows overlap, beside the indexer's own at indexer_head_dim), whole on
+    every TP rank like the indexer's; the gated pooling into one key per ratio tokens is an
+    element-wise pass over them (`elementwise`)."""
+    csa = 4.0 * (m.head_dim + m.indexer_head_dim * m.has_indexer)
+    return [_gemm("compressor_csa", s.tokens, csa, m.hidden, operand, m.attention_fraction * m.csa_fraction),
+            _gemm("compressor_hca", s.tokens, 2.0 * m.head_dim, m.hidden, operand, m.attention_fraction * m.hca_fraction)]
 
 
 def indexer_projection_ops(m, s: Shape, operand) -> list:
     """A sparse-attention indexer's projections, whole on every TP rank (Megatron-Core builds them
     `duplicated`; the top-k needs every indexer head): its queries from the query latent, its key
     and per-head weights from the hidden state (one GEMM: they read the same input)."""
-    weight = m.attention_fraction * m.has_indexer
+    weight = m.attention_fraction * m.indexer_share
     q_in = np.where(m.q_lora > 0, m.q_lora, m.hidden)
+    key = np.where(m.csa_fraction > 0, 0.0, m.indexer_head_dim)   # V4: the key is its compressor's
     return [_gemm("indexer_q", s.tokens, m.indexer_heads * m.indexer_head_dim, q_in, operand, weight),
-            _gemm("indexer_k_weights", s.tokens, m.indexer_head_dim + m.indexer_heads, m.hidden, operand, weight)]
+            _gemm("indexer_k_weights", s.tokens, key + m.indexer_heads, m.hidden, operand, weight)]
 
 
 def indexer_scores_op(m, s: Shape, decode: bool, fp8_scores: bool, training: bool = False) -> Op:
@@ -69,15 +99,16 @@ def indexer_scores_op(m, s: Shape, decode: bool, fp8_scores: bool, training: boo
     DSA indexer). Decode reads every cached indexer key of its sequences. In training the indexer
     learns from a KL objective over the selected keys only, so its backward is the forward's
     2x on the top-k share of the keys."""
-    keys = s.ctx if decode else s.ctx * K["causal_skip"]
+    cached = m.indexer_keys(s.ctx)                            # V4's CSA layers: the compressed keys
+    keys = cached if decode else cached * K["causal_skip"]
     scores = s.tokens * keys                                  # (query, key) pairs
     rate = np.where(fp8_scores, 2.0, 1.0)
     flops = 2.0 * scores * m.indexer_heads * m.indexer_head_dim / rate
-    key_reads = s.seqs * s.ctx * M.indexer_key_bytes_per_token(m)
+    key_reads = s.seqs * cached * M.indexer_key_bytes_per_token(m)
     nbytes = key_reads + 2.0 * scores * INDEXER_LOGIT_BYTES + s.tokens * m.indexer_heads * (m.indexer_head_dim + 1) * ACT_BYTES
     selected = np.minimum(np.where(m.sparse_topk > 0, m.sparse_topk, keys), keys) / np.maximum(keys, 1.0)
     return Op("indexer_scores", "attention", "fused", s.q_len, keys, m.indexer_head_dim, flops=flops, bytes=nbytes,
-              weight=m.attention_fraction * m.has_indexer, head_dims=m.indexer_head_dim,
+              weight=m.attention_fraction * m.indexer_share, head_dims=m.indexer_head_dim,
               backward=2.0 * selected if training else 0.0)
 
 
