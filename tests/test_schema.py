@@ -160,7 +160,11 @@ def test_a_published_checkpoint_resolves_to_its_architecture(repo_id, model):
     # a vendor's word heading the repo name (Hugging Face ids of Meta's and NVIDIA's releases)
     ("meta-llama/Meta-Llama-3.1-8B-Instruct", "llama3.1-8b"), ("Meta-Llama-3-70B", "llama3.1-70b"),
     ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16", "nemotron3-super-120b-a12b"),
-    ("Qwen/Qwen3.5-397B-A17B-FP8", "qwen3.5-397b-a17b")])
+    ("Qwen/Qwen3.5-397B-A17B-FP8", "qwen3.5-397b-a17b"),
+    # a minor version written with an underscore, as Megatron-Bridge's performance tables name models
+    ("LLAMA3_1_405B", "llama3.1-405b"), ("Nemotron_3_5_Lightning", "nemotron3-nano-30b-a3b"),
+    ("Qwen3_5_397B_a17B", "qwen3.5-397b-a17b"), ("DeepSeekV4 Flash", "deepseek-v4-flash"),
+    ("Qwen3_235B_a22B", "qwen3-235b-a22b"), ("GPT3_5B", "gpt3-5b")])
 def test_a_printed_model_name_resolves_whatever_its_separators(spelling, model):
     assert catalog.resolve_model(spelling) == model
 

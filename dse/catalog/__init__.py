@@ -61,6 +61,7 @@ CHECKPOINT_SUFFIXES = ("-instruct", "-chat", "-hf", "-it", "-base", "-thinking",
 # a vendor's name heading a repo name that the organisation already gave ('meta-llama/Meta-Llama-3-70B',
 # 'nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16')
 VENDOR_WORD = re.compile(r"^(meta|nvidia|mistralai|google|microsoft|ibm)-(?=[a-z])")
+MINOR_VERSION = re.compile(r"(?<=\d)-(?=\d(?:-|$))")   # '3-1-405b' -> '3.1-405b', not '3-235b'
 RELEASE_TAG = re.compile(r"-(v\d+(\.\d+)*|\d{4})$")   # '-v0.1', a month code '-2507'
 
 
@@ -83,9 +84,12 @@ def checkpoint_spellings(name: str):
     with its release tags and tuned/quantized suffixes dropped one at a time from the end, each
     spelling in turn: 'meta-llama/Llama 3.1 8B Instruct FP8' -> 'llama-3.1-8b-instruct-fp8',
     'llama-3.1-8b-instruct', 'llama-3.1-8b'. One at a time, because a tag may be the name's own
-    ('deepseek-v3-0324' is deepseek-v3, not 'deepseek'). Then the same without a leading vendor word."""
+    ('deepseek-v3-0324' is deepseek-v3, not 'deepseek'). Then the same without a leading vendor word,
+    and each with its one-digit minor versions dotted (Megatron-Bridge's 'LLAMA3_1_405B' and
+    'Nemotron_3_5_Lightning' are Llama 3.1 405B and Nemotron 3.5 Lightning)."""
     name = hyphenated(name.rsplit("/", 1)[-1].strip())
-    for start in dict.fromkeys((name, VENDOR_WORD.sub("", name))):   # 'Meta-Llama-3-70B' is 'Llama-3-70B'
+    starts = (name, VENDOR_WORD.sub("", name))
+    for start in dict.fromkeys(starts + tuple(MINOR_VERSION.sub(".", n) for n in starts)):   # 'Meta-Llama-3-70B' is 'Llama-3-70B'
         name = start
         while True:
             yield name
