@@ -118,3 +118,17 @@ def test_compressed_attention_decodes_long_contexts_faster_than_full_attention()
     out = dse.evaluate_inference(frame)
     assert out["tpot_s"].iloc[0] < out["tpot_s"].iloc[1]
     assert out["kv_cache_bytes"].iloc[0] < out["kv_cache_bytes"].iloc[1] / 5   # 13% at 128K, less beyond
+
+
+def test_a_row_gets_the_same_answer_in_a_block_of_other_models_as_alone():
+    models = [FLASH, "llama3.1-8b", V32, "nemotron3-super-120b-a12b", PRO]
+    base = {"system": "gb200", "framework": "megatron-bridge", "gpus": 256, "ep": 8, "pp": 4, "cp": 2,
+            "seq_len": 8192, "global_batch": 512, "precision": "mxfp8", "recompute": "selective"}
+    serve = {"system": "b200", "gpus": 8, "tp": 8, "batch": 32, "isl": 65536, "osl": 512, "precision": "fp8-block"}
+    for evaluate, mapping, columns_ in ((dse.evaluate_training, base, ("step_time_s", "mem_per_gpu_bytes")),
+                                        (dse.evaluate_inference, serve, ("tpot_s", "ttft_s", "kv_cache_bytes"))):
+        block = evaluate(pd.DataFrame([{**mapping, "model": m} for m in models]))
+        for i, m in enumerate(models):
+            alone = evaluate(pd.DataFrame([{**mapping, "model": m}]))
+            for c in columns_:
+                assert float(block[c].iloc[i]) == pytest.approx(float(alone[c].iloc[0]), rel=1e-5), (m, c)

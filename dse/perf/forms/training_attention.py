@@ -30,7 +30,8 @@ fitted on DeepSeek-V3's MLA heads (q/k 192, v 128: d = 160), 0.87-0.88 of the 12
 predicts 64-66% for 256-wide heads (Qwen3.5's), where cuDNN's own run measures the backward at
 4.3-4.6x the forward against 4.7-4.8x in dse. The forward keeps the prefill form's scaling, which the
 same runs bear out. Absorbed latent attention (DeepSeek Sparse Attention's MQA over one 576/512-wide
-latent) runs kernels of its own and takes no such term.
+latent) runs kernels of its own and takes no such term. DeepSeek-V4's 512-wide shared K = V head
+(0.36-0.39 of the 128-wide backward rate) is an extrapolation: no kernel measurement that wide exists.
 
 How each parameter carries over to an accelerator derived from technology:
   efficiency_max  a property of the kernel on a tensor-core generation: carries over unchanged.
