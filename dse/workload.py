@@ -100,7 +100,8 @@ class Model:
     @cached_property
     def attention_params(self):
         """One attention layer's mixer: projections (GQA, or MLA's compressions and up-projections),
-        the output gate and sinks where the model has them, and its norm."""
+        the output gate and sinks where the model has them, its norm, and (averaged over the layers)
+        a sparse-attention indexer and DeepSeek-V4's KV compressors."""
         gqa = self.hidden * (self.q_dim * self.output_gate + self.kv_dim + self.v_dim) + self.q_projection_params
         if np.any(self.is_mla):
             q = np.where(self.q_lora > 0, self.q_lora * (self.hidden + 1.0 + self.q_dim), self.hidden * self.q_dim)
