@@ -132,3 +132,12 @@ def test_a_row_gets_the_same_answer_in_a_block_of_other_models_as_alone():
             alone = evaluate(pd.DataFrame([{**mapping, "model": m}]))
             for c in columns_:
                 assert float(block[c].iloc[i]) == pytest.approx(float(alone[c].iloc[0]), rel=1e-5), (m, c)
+
+
+def test_recomputing_the_up_projections_frees_v4s_query_as_megatron_core_does():
+    """Megatron-Bridge's DeepSeek-V4 recipe recomputes `mla_up_proj` (its attention is an MLA subclass
+    in Megatron-Core): the 64 x 512 query is re-run from the 1,024 rank, not stored."""
+    row = {k: float(v[0]) for k, v in columns(FLASH).items()}
+    up, without = train([{**row, "recompute_modules": "layernorm,mla_up_proj"}, {**row, "recompute_modules": "layernorm"}])[
+        ["activations_bytes", "recompute_s"]].to_numpy()
+    assert up[0] < without[0] and up[1] > without[1]

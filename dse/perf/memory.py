@@ -26,9 +26,11 @@ INDEXER_KEY_SCALE_BYTES = catalog.constant("indexer_key_scale_bytes")
 
 def stored_qkv_width(model, chosen):
     """Elements per token of the Q (with its output gate), K and V an attention layer keeps for its
-    backward: none where MLA's up-projections are recomputed (`chosen`: the recompute module bits)."""
+    backward: none where MLA's up-projections are recomputed (`chosen`: the recompute module bits), nor
+    where a query rank's are (DeepSeek-V4, whose attention Megatron-Core builds as MLA's)."""
     qkv = model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim
-    return qkv * np.where(RE.modules_on(chosen, RE.MLA_UP_PROJ) & model.is_mla, 0.0, 1.0)
+    up_projected = model.is_mla | (model.q_lora > 0)
+    return qkv * np.where(RE.modules_on(chosen, RE.MLA_UP_PROJ) & up_projected, 0.0, 1.0)
 
 
 def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction,

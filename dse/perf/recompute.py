@@ -50,7 +50,7 @@ OP_SAC = 1 << len(RECOMPUTE_MODULES)   # recompute 'op': a policy over ops, not 
 # the forward ops of the inventory (dse.perf.layer, dse.perf.mixers) each module re-runs
 RERUN_OPS = {
     CORE_ATTN: ("attention", "attention_scores", "attention_av", "attention_softmax"),
-    MLA_UP_PROJ: ("mla_q_up", "mla_kv_up"),
+    MLA_UP_PROJ: ("mla_q_up", "mla_kv_up", "q_up"),   # q_up: a GQA query rank's (DeepSeek-V4, an MLA subclass in Megatron-Core)
     MLP: ("mlp_up_gate", "mlp_down"),
     MLP_UP: ("mlp_up_gate",),
     SHARED_EXPERTS: ("shared_expert_up_gate", "shared_expert_down"),
