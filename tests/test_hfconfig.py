@@ -267,6 +267,15 @@ def _one_line_error(value) -> str:
 def test_unknown_family_names_model_type():
     assert _one_line_error({"model_type": "bert", "hidden_size": 768}).startswith("model_type: unknown Hugging Face model family 'bert'")
     assert _one_line_error({"architectures": ["BertModel"]}).startswith("architectures: unknown")
+    # an unknown model_type beside an unknown architecture still names model_type
+    assert _one_line_error({"model_type": "bert", "architectures": ["BertModel"]}).startswith("model_type: unknown")
+
+
+def test_a_known_architecture_names_the_family_when_model_type_is_an_engines_label():
+    """SGLang's DeepSeek-V4 FP8 checkpoint configs label model_type 'deepseek_ref' beside
+    architectures DeepseekV4ForCausalLM: the architecture decides, and the model is the published one."""
+    fields = {**json.loads(Path(config_path("deepseek-v4-flash")).read_text()), "model_type": "deepseek_ref"}
+    assert counted(model_of(fields), "total") == pytest.approx(counted(model_of(config_path("deepseek-v4-flash")), "total"))
 
 
 def _broken(name: str, **changes) -> dict:

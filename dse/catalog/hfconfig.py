@@ -150,18 +150,21 @@ def _columns_of_text(text: str, where: str) -> tuple:
 
 
 def family_of(fields: dict, where: str) -> str:
-    """The mapper's family name from `model_type`, else from `architectures[0]`."""
+    """The mapper's family name from `model_type`, else from `architectures[0]` (which also names
+    the family where an engine's copy of a config relabels `model_type`: SGLang's DeepSeek-V4 FP8
+    checkpoints say 'deepseek_ref' beside DeepseekV4ForCausalLM)."""
     from dse.catalog import hffamilies as H
     model_type = fields.get("model_type")
     if isinstance(model_type, str) and model_type in H.FAMILIES:
         return model_type
     architectures = fields.get("architectures")
-    if model_type is None and isinstance(architectures, list) and architectures:
+    if isinstance(architectures, list) and architectures:
         family = H.ARCHITECTURES.get(str(architectures[0]))
         if family is not None:
             return family
-        raise ConfigError(f"architectures: unknown Hugging Face architecture {architectures[0]!r} "
-                          f"(Hugging Face config {where}); known: {', '.join(sorted(H.ARCHITECTURES))}")
+        if model_type is None:
+            raise ConfigError(f"architectures: unknown Hugging Face architecture {architectures[0]!r} "
+                              f"(Hugging Face config {where}); known: {', '.join(sorted(H.ARCHITECTURES))}")
     raise ConfigError(f"model_type: unknown Hugging Face model family {model_type!r} (Hugging Face config "
                       f"{where}); known: {', '.join(sorted(H.FAMILIES))}")
 
