@@ -80,7 +80,8 @@ class Model:
         kv_dim = f("kv_cache_dim")
         # Elements cached per token per attention layer: K and V, MLA's latent + rotary key, or as given.
         self.kv_cache_dim = np.where(kv_dim > 0, kv_dim, np.where(
-            self.is_mla, self.kv_lora + self.rope_dim, self.kv_heads * (self.head_dim + (1.0 - self.kv_shared) * self.v_head_dim)))
+            self.is_mla, self.kv_lora + self.rope_dim,
+            self.kv_heads * (self.head_dim + (1.0 - self.kv_shared) * self.v_head_dim)))
         # DeepSeek Sparse Attention runs MLA in its MQA form in training and prefill too (DeepSeek-V3.2
         # report; Megatron-Core's DSAttention consumes the absorbed layout): every head's query absorbs
         # W_UK and attends over the shared latent, scores over kv_lora + rope, values over kv_lora

@@ -79,7 +79,8 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     attn_sharded = model.attention_fraction * (qkv_bytes * qkv + 2.0 * context)
     if np.any(model.is_mla):
         replicated = replicated + model.attention_fraction * model.is_mla * 2.0 * (model.q_lora + model.kv_lora + model.rope_dim)
-    if np.any(model.o_lora + model.q_lora * ~model.is_mla > 0):   # DeepSeek-V4: the query latent, the grouped out-projection's output
+    # DeepSeek-V4: the query latent, and the grouped out-projection's output (its low-rank GEMM's input)
+    if np.any(model.o_lora + model.q_lora * ~model.is_mla > 0):
         replicated = replicated + model.attention_fraction * ~model.is_mla * 2.0 * model.q_lora
         attn_sharded = attn_sharded + model.attention_fraction * q * model.o_groups * model.o_lora * (model.o_lora > 0)
     # an MLP's hidden layer: GeLU its input (16-bit) and output (the next GEMM's, quantized); gated
@@ -259,7 +260,8 @@ def cache_bytes_per_sequence(model, tp, kv_bytes, context, state_bytes=ACT_BYTES
     layers: the KV cache of the attention layers (full layers grow with the context, sliding-window
     and chunked ones stop at their window or chunk, compressed ones (DeepSeek-V4) hold their window and
     one key per ratio tokens; MLA caches its latent; a sparse-attention model caches every key and
-    its indexer key too, V4 an indexer key per compressed key of its CSA layers) and the constant recurrent state of Mamba-2 and Gated DeltaNet layers (sharded over TP by heads)."""
+    its indexer key too, V4 an indexer key per compressed key of its CSA layers) and the constant
+    recurrent state of Mamba-2 and Gated DeltaNet layers (sharded over TP by heads)."""
     cached = model.attention_fraction * model.attention_span(context, sparse=False)
     indexer_keys = model.attention_fraction * model.indexer_share * model.indexer_keys(context)
     cache = cached * kv_cache_bytes_per_token(model, tp, kv_bytes) + indexer_keys * indexer_key_bytes_per_token(model)
