@@ -75,6 +75,7 @@ class Model:
         # multi-head latent attention: head_dim = qk_nope_head_dim + qk_rope_head_dim
         self.q_lora, self.kv_lora, self.rope_dim = f("q_lora_rank"), f("kv_lora_rank"), f("qk_rope_head_dim")
         self.is_mla = self.kv_lora > 0
+        self.q_rank = (self.q_lora > 0) & ~self.is_mla   # a GQA query through a rank (DeepSeek-V4)
         v_head = f("v_head_dim")
         self.v_head_dim = np.where(v_head > 0, v_head, self.head_dim)
         kv_dim = f("kv_cache_dim")
@@ -103,9 +104,9 @@ class Model:
         """One attention layer's mixer: projections (GQA, or MLA's compressions and up-projections),
         the output gate and sinks where the model has them, its norm, and (averaged over the layers)
         a sparse-attention indexer and DeepSeek-V4's KV compressors."""
-        gqa = self.hidden * (self.q_dim * self.output_gate + self.kv_dim + self.v_dim) + self.q_projection_params
+        q = self.q_projection_params
+        gqa = self.hidden * (self.q_dim * self.output_gate + self.kv_dim + self.v_dim) + q
         if np.any(self.is_mla):
-            q = np.where(self.q_lora > 0, self.q_lora * (self.hidden + 1.0 + self.q_dim), self.hidden * self.q_dim)
             kv = (self.hidden * (self.kv_lora + self.rope_dim) + self.kv_lora
                   + self.kv_lora * self.heads * (self.head_dim - self.rope_dim + self.v_head_dim))
             gqa = np.where(self.is_mla, q + kv, gqa)
@@ -114,7 +115,7 @@ class Model:
 
     @cached_property
     def q_projection_params(self):
-        """A GQA layer's query projection: hidden -> q_dim, or through a normed q_lora_rank (DeepSeek-V4)."""
+        """The query projection: hidden -> q_dim, or through a normed q_lora_rank (MLA's, DeepSeek-V4's)."""
         return np.where(self.q_lora > 0, self.q_lora * (self.hidden + 1.0 + self.q_dim), self.hidden * self.q_dim)
 
     @cached_property

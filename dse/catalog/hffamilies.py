@@ -177,12 +177,13 @@ def deepseek_v4(f: Fields) -> dict:
     hca = {r for r in ratios if r not in (0, CSA_RATIO)}
     if len(hca) > 1:
         raise f.error("compress_ratios", f"heavily compressed ratios {sorted(hca)}: one is representable")
+    hca_ratio = max(hca, default=0)
     count = lambda match: sum(1 for r in ratios if match(r)) / layers  # noqa: E731
     cols.update(kv_shared=1.0, q_lora_rank=f.num("q_lora_rank"), o_lora_rank=f.num("o_lora_rank"),
                 o_groups=f.num("o_groups"), qk_rope_head_dim=f.num("qk_rope_head_dim", 0.0, minimum=0),
                 sliding_window=f.num("sliding_window"), sliding_window_fraction=count(lambda r: r == 0),
                 csa_layer_fraction=count(lambda r: r == CSA_RATIO), csa_compress_ratio=float(CSA_RATIO),
-                hca_layer_fraction=count(lambda r: r in hca), hca_compress_ratio=float(hca.pop() if hca else 0),
+                hca_layer_fraction=count(lambda r: r == hca_ratio > 0), hca_compress_ratio=float(hca_ratio),
                 sparse_attention_topk=f.num("index_topk"), indexer_heads=f.num("index_n_heads"),
                 indexer_head_dim=f.num("index_head_dim"), attention_sinks=1.0,
                 residual_streams=f.num("hc_mult", 1.0), yarn_rope=0.0,   # Megatron-Core fuses its RoPE

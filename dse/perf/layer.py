@@ -108,7 +108,7 @@ def gqa_share(m):
 def projection_ops(m, s: Shape, operand) -> list:
     """The GQA attention layers' QKV projection (and output gate) and every full output projection
     (MLA's, a query rank's and a grouped low-rank output projection are in dse.perf.mixers)."""
-    q_local = np.where((m.q_lora > 0) & ~m.is_mla, 0.0, m.q_dim / s.tp)   # a query rank: its own GEMMs
+    q_local = np.where(m.q_rank, 0.0, m.q_dim / s.tp)   # a query rank: its own GEMMs
     return [Op("qkv_proj", "gemm", "gemm", s.tokens, q_local + m.q_dim / s.tp * m.output_gate + kv_pair_local(m, s.tp),
                m.hidden, operand_bytes=operand, low_precision=True, weight=gqa_share(m)),
             Op("attn_out_proj", "gemm", "gemm", s.tokens, m.hidden, m.o_dim / s.tp, operand_bytes=operand,

@@ -29,8 +29,7 @@ def stored_qkv_width(model, chosen):
     backward: none where MLA's up-projections are recomputed (`chosen`: the recompute module bits), nor
     where a query rank's are (DeepSeek-V4, whose attention Megatron-Core builds as MLA's)."""
     qkv = model.q_dim * (1.0 + model.output_gate) + model.kv_dim + model.v_dim
-    up_projected = model.is_mla | (model.q_lora > 0)
-    return qkv * np.where(RE.modules_on(chosen, RE.MLA_UP_PROJ) & up_projected, 0.0, 1.0)
+    return qkv * np.where(RE.modules_on(chosen, RE.MLA_UP_PROJ) & (model.is_mla | model.q_rank), 0.0, 1.0)
 
 
 def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute, flash, moe_fraction,
@@ -80,8 +79,8 @@ def activation_bytes_per_layer(model, micro_batch, seq_local, tp, sp, recompute,
     if np.any(model.is_mla):
         replicated = replicated + model.attention_fraction * model.is_mla * 2.0 * (model.q_lora + model.kv_lora + model.rope_dim)
     # DeepSeek-V4: the query latent, and the grouped out-projection's output (its low-rank GEMM's input)
-    if np.any(model.o_lora + model.q_lora * ~model.is_mla > 0):
-        replicated = replicated + model.attention_fraction * ~model.is_mla * 2.0 * model.q_lora
+    if np.any((model.o_lora > 0) | model.q_rank):
+        replicated = replicated + model.attention_fraction * model.q_rank * 2.0 * model.q_lora
         attn_sharded = attn_sharded + model.attention_fraction * q * model.o_groups * model.o_lora * (model.o_lora > 0)
     # an MLP's hidden layer: GeLU its input (16-bit) and output (the next GEMM's, quantized); gated
     # both projections and the output

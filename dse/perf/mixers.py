@@ -43,9 +43,8 @@ def _gemm(name, m, n, k, operand, weight, count=1.0) -> Op:
 def attention_projection_ops(m, s: Shape, operand, decode: bool = False) -> list:
     """The attention layers' projections: GQA (dse.perf.layer) and, for MLA rows, MLA's."""
     ops = L.projection_ops(m, s, operand) + output_projection_ops(m, s, operand)
-    q_rank = (m.q_lora > 0) & ~m.is_mla   # a GQA query through a rank (DeepSeek-V4)
-    if np.any(q_rank):   # the down-projection whole on every TP rank (as MLA's), the up-projection by heads
-        weight = L.gqa_share(m) * q_rank
+    if np.any(m.q_rank):   # the down-projection whole on every TP rank (as MLA's), the up-projection by heads
+        weight = L.gqa_share(m) * m.q_rank
         ops += [_gemm("q_down", s.tokens, m.q_lora, m.hidden, operand, weight),
                 _gemm("q_up", s.tokens, m.q_dim / s.tp, m.q_lora, operand, weight)]
     if np.any(m.is_mla):
