@@ -14,7 +14,7 @@ import pytest
 
 import dse
 
-PAIRS = [("h200", "h100-sxm"), ("b200", "h200"), ("gb200", "b200"), ("b300", "b200"), ("gb300", "gb200"), ("gb300", "b300")]
+PAIRS = [("h200", "h100-sxm"), ("b200", "h200"), ("gb200", "b200"), ("b300", "b200"), ("gb300", "gb200"), ("gb300", "b300"), ("vr200", "gb300")]
 MODELS = ["llama3.1-70b", "qwen3-235b-a22b", "minimax-m2.5", "deepseek-v3", "mixtral-8x7b", "gpt-oss-120b",
           "nemotron3-super-120b-a12b"]
 
