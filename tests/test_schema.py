@@ -164,9 +164,30 @@ def test_a_published_checkpoint_resolves_to_its_architecture(repo_id, model):
     # a minor version written with an underscore, as Megatron-Bridge's performance tables name models
     ("LLAMA3_1_405B", "llama3.1-405b"), ("Nemotron_3_5_Lightning", "nemotron3-nano-30b-a3b"),
     ("Qwen3_5_397B_a17B", "qwen3.5-397b-a17b"), ("DeepSeekV4 Flash", "deepseek-v4-flash"),
-    ("Qwen3_235B_a22B", "qwen3-235b-a22b"), ("GPT3_5B", "gpt3-5b")])
+    ("Qwen3_235B_a22B", "qwen3-235b-a22b"), ("GPT3_5B", "gpt3-5b"),
+    # NeMo's recipe names of Llama 4 (nemo/collections/llm/recipes/llama4_e16.py, llama4_e128.py) and
+    # Megatron-Bridge 25.11's 'DeepSeekV3 (w/o MTP)' row label
+    ("LLAMA4_E16", "llama4-scout"), ("LLAMA4_E128", "llama4-maverick"), ("DeepSeekV3 (w/o MTP)", "deepseek-v3"),
+    # an MoE name without its active-parameter tail, where one catalog model has it
+    ("Qwen3_Next_80B", "qwen3-next-80b-a3b"), ("Qwen3.5-397B", "qwen3.5-397b-a17b"), ("qwen3-30b", "qwen3-30b-a3b")])
 def test_a_printed_model_name_resolves_whatever_its_separators(spelling, model):
     assert catalog.resolve_model(spelling) == model
+
+
+@pytest.mark.parametrize("spelling", ["DeepSeekV3 (w/ MTP)", "Qwen3-31B", "qwen3-a3b"])
+def test_a_name_that_would_drop_a_setting_or_guess_a_size_stays_unknown(spelling):
+    # '(w/ MTP)' is a mapping (mtp_layers), not a model: resolving it to DeepSeek-V3 would drop the
+    # layer silently; a size no catalog model has is not the nearest one
+    with pytest.raises(ConfigError):
+        catalog.resolve_model(spelling)
+
+
+def test_a_tail_two_models_share_resolves_to_neither():
+    # were two catalog models 'x-80b-a3b' and 'x-80b-a12b', 'x-80b' would name neither
+    from dse.catalog import ACTIVE_PARAMS, compact, unambiguous
+    pairs = [("x-80b-a3b", "one"), ("x-80b-a12b", "two"), ("y-30b-a3b", "three")]
+    index = unambiguous(pairs, lambda spelling: compact(ACTIVE_PARAMS.sub("", spelling)))
+    assert index == {"y30b": "three"}
 
 
 @pytest.mark.parametrize("kind, spelling, name", [

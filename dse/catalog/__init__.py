@@ -115,6 +115,19 @@ def compact_aliases(kind: str) -> dict[str, str]:
     return unambiguous(aliases(kind).items(), lambda spelling: compact(hyphenated(spelling)))
 
 
+# a mixture-of-experts name's active-parameter tail ('-a22b', '-a3b', '-a12b'), which tables often leave
+# off ('Qwen3_Next_80B', 'Qwen3.5-397B')
+ACTIVE_PARAMS = re.compile(r"-a\d+(\.\d+)?b$")
+
+
+@lru_cache(maxsize=None)
+def active_free_models() -> dict[str, str]:
+    """compact(model name or alias without its active-parameter tail) -> catalog name, where that
+    is one model only: 'qwen3-235b' is Qwen3-235B-A22B as long as no other Qwen3 235B is listed."""
+    tailed = [(a, n) for a, n in aliases("model").items() if ACTIVE_PARAMS.search(hyphenated(a))]
+    return unambiguous(tailed, lambda spelling: compact(ACTIVE_PARAMS.sub("", hyphenated(spelling))))
+
+
 # A part as vendors and clouds spell it beyond the catalog's aliases: the vendor's name first, the
 # node it ships in, the form factor and memory size after it ('NVIDIA HGX H200 SXM 141GB HBM3e')
 MEMORY_SIZE = re.compile(r"[- ]+(\d+) ?gb( ?hbm\d?e?)?$")
@@ -155,6 +168,8 @@ def resolve(kind: str, value, field: str | None = None) -> str:
             return index[spelling]
         if compact(spelling) in compact_aliases(kind):
             return compact_aliases(kind)[compact(spelling)]
+        if kind == "model" and compact(spelling) in active_free_models():
+            return active_free_models()[compact(spelling)]
     if kind == "system":
         for spelling, memory_gb in part_spellings(key):
             if spelling in index and _same_memory(index[spelling], memory_gb):
