@@ -276,7 +276,8 @@ def test_a_result_out_of_numeric_range_is_infeasible_not_nan():
 @pytest.mark.parametrize("column, spelling, value", [
     # as frameworks and tables print them: underscores, spaces and brackets are not part of a value
     ("precision", "FP8_CS", "fp8"), ("precision", "fp8 (block)", "fp8-block"), ("precision", "FP8-DS", "fp8"),
-    ("precision", "tensorwise", "fp8"), ("precision", "blockwise", "fp8-block"), ("moe_dispatcher", "All_to_All", "alltoall"),
+    ("precision", "tensorwise", "fp8"), ("precision", "blockwise", "fp8-block"), ("precision", "FP8-SC", "fp8-block"),
+    ("moe_dispatcher", "All_to_All", "alltoall"),
     ("moe_dispatcher", "Hybrid EP", "flex"), ("pp_schedule", "dual_pipe", "dualpipe"), ("cp_comm", "a2a + p2p", "a2a+p2p")])
 def test_an_enumeration_value_resolves_whatever_its_separators(column, spelling, value):
     assert schema.enum_code(column, spelling) == schema.ENUMS[column].index(value)
