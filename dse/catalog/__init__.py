@@ -170,6 +170,11 @@ def resolve(kind: str, value, field: str | None = None) -> str:
             return compact_aliases(kind)[compact(spelling)]
         if kind == "model" and compact(spelling) in active_free_models():
             return active_free_models()[compact(spelling)]
+    if kind == "framework":
+        from dse.catalog.versions import by_release
+        preset = by_release(_read(NAMED[kind][0]), lambda n: compact(hyphenated(n.lower())), key)
+        if preset is not None:
+            return preset
     if kind == "system":
         for spelling, memory_gb in part_spellings(key):
             if spelling in index and _same_memory(index[spelling], memory_gb):
