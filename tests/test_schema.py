@@ -208,7 +208,7 @@ def test_a_model_dse_does_not_have_stays_unknown(spelling):
 
 @pytest.mark.parametrize("spelling, system", [
     ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA HGX H200 SXM 141GB HBM3e", "h200"), ("B200 192GB", "b200"),
-    ("NVIDIA B200", "b200"), ("A100 SXM4 40GB", "a100-40gb"), ("A100 80GB", "a100-80gb")])
+    ("NVIDIA B200", "b200"), ("A100 SXM4 40GB", "a100-40gb"), ("A100 80GB", "a100-80gb"), ("8x H100 80GB", "h100-sxm")])
 def test_a_part_as_vendors_spell_it_resolves_and_a_memory_size_it_lacks_does_not(spelling, system):
     assert catalog.resolve_system(spelling) == system
     with pytest.raises(ConfigError, match="unknown system"):
@@ -216,6 +216,12 @@ def test_a_part_as_vendors_spell_it_resolves_and_a_memory_size_it_lacks_does_not
                                .replace("A100", "A101"))
     with pytest.raises(ConfigError, match="unknown system"):   # H100 NVL's 94 GB is not the catalog's H100
         catalog.resolve_system("NVIDIA H100 94GB")
+
+
+@pytest.mark.parametrize("spelling, system", [("8x H200", "h200"), ("4 x GB200", "gb200"), ("NVIDIA B300 SXM6 AC", "b300")])
+def test_a_gpu_count_ahead_and_nvidia_smi_names_resolve(spelling, system):
+    # a node's GPU count ahead of the part ('8x H100'), and nvidia-smi's name of the B300
+    assert catalog.resolve_system(spelling) == system
 
 
 @pytest.mark.parametrize("what", ["columns", "frameworks", "reasons"])

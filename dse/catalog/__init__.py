@@ -131,7 +131,8 @@ def active_free_models() -> dict[str, str]:
 # A part as vendors and clouds spell it beyond the catalog's aliases: the vendor's name first, the
 # node it ships in, the form factor and memory size after it ('NVIDIA HGX H200 SXM 141GB HBM3e')
 MEMORY_SIZE = re.compile(r"[- ]+(\d+) ?gb( ?hbm\d?e?)?$")
-PART_WORDS = (re.compile(r"^(nvidia|amd)[- ]+"), re.compile(r"^(dgx|hgx)[- ]+"), re.compile(r"[- ]+sxm\d*"), MEMORY_SIZE)
+PART_WORDS = (re.compile(r"^\d+ ?x ?"), re.compile(r"^(nvidia|amd)[- ]+"), re.compile(r"^(dgx|hgx)[- ]+"),
+              re.compile(r"[- ]+sxm\d*( ac)?"), MEMORY_SIZE)   # '8x H100', nvidia-smi's 'NVIDIA B300 SXM6 AC'
 MEMORY_MATCH = 0.1   # a stated memory size within 10% of the part's (marketing GB against GiB: B200 192 vs 180)
 
 
