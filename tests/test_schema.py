@@ -174,6 +174,11 @@ def test_a_printed_model_name_resolves_whatever_its_separators(spelling, model):
     assert catalog.resolve_model(spelling) == model
 
 
+def test_a_model_name_with_mtp_points_to_the_mtp_layers_column():
+    with pytest.raises(ConfigError, match=r"^model: unknown model 'DeepSeekV3 \(w/ MTP\)'.*mtp_layers column"):
+        catalog.resolve_model("DeepSeekV3 (w/ MTP)")
+
+
 @pytest.mark.parametrize("spelling", ["DeepSeekV3 (w/ MTP)", "Qwen3-31B", "qwen3-a3b"])
 def test_a_name_that_would_drop_a_setting_or_guess_a_size_stays_unknown(spelling):
     # '(w/ MTP)' is a mapping (mtp_layers), not a model: resolving it to DeepSeek-V3 would drop the

@@ -184,6 +184,8 @@ def resolve(kind: str, value, field: str | None = None) -> str:
     names = sorted({index[c] for c in close})
     plural = NAMED[kind][1]
     hint = f"closest: {', '.join(names)}" if names else f"known: {', '.join(sorted(set(index.values())))}"
+    if kind == "model" and "mtp" in key:   # 'DeepSeekV3 (w/ MTP)': a mapping in the model's name
+        hint += "; multi-token prediction is the mtp_layers column, not part of a model's name"
     raise ConfigError(f"{field or kind}: unknown {kind} '{value}' ({hint}); see `dse list {plural}`")
 
 
