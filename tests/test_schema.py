@@ -168,6 +168,8 @@ def test_a_published_checkpoint_resolves_to_its_architecture(repo_id, model):
     # NeMo's recipe names of Llama 4 (nemo/collections/llm/recipes/llama4_e16.py, llama4_e128.py) and
     # Megatron-Bridge 25.11's 'DeepSeekV3 (w/o MTP)' row label
     ("LLAMA4_E16", "llama4-scout"), ("LLAMA4_E128", "llama4-maverick"), ("DeepSeekV3 (w/o MTP)", "deepseek-v3"),
+    # Megatron-Bridge's recipe names (scripts/performance/dump_perf_configs.py): llama31_405b
+    ("llama31_405b", "llama3.1-405b"), ("llama33_70b", "llama3.1-70b"),
     # an MoE name without its active-parameter tail, where one catalog model has it
     ("Qwen3_Next_80B", "qwen3-next-80b-a3b"), ("Qwen3.5-397B", "qwen3.5-397b-a17b"), ("qwen3-30b", "qwen3-30b-a3b")])
 def test_a_printed_model_name_resolves_whatever_its_separators(spelling, model):
