@@ -28,7 +28,7 @@ from dse.errors import ConfigError
 # Software settings a framework preset fills (frameworks.csv columns).
 SETTINGS = ("flash_attention", "attention_fa2", "fp8_attention", "tp_overlap", "dp_overlap", "dp_hierarchical", "sp", "zero", "recompute",
             "moe_imbalance", "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_capacity_factor", "gqa_kv_sharing", "launch_overhead_s", "layer_overhead_s", "collective_overhead_s",
-            "moe_dispatcher", "moe_a2a_overlap", "cuda_graphs", "host_layer_s", "host_expert_s", "host_chunk_s", "expert_gemm_efficiency", "expert_bias_unfused", "expert_clamp_unfused", "yarn_rope_unfused", "remat_by_name", "custom_all_reduce",
+            "moe_dispatcher", "moe_routing", "moe_a2a_overlap", "cuda_graphs", "host_layer_s", "host_expert_s", "host_chunk_s", "expert_gemm_efficiency", "expert_bias_unfused", "expert_clamp_unfused", "yarn_rope_unfused", "remat_by_name", "custom_all_reduce",
             "moe_min_latency", "moe_kernels", "prefill_first",
             "main_grad_bytes", "adam_moment_bytes", "cp_comm", "pp_schedule",
             "max_num_tokens", "max_num_seqs", "kv_block_tokens", "kv_memory_fraction", "kv_fraction_of_free")

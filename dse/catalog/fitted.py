@@ -131,6 +131,9 @@ FITTED = {
     # and the share of the experts that get any traffic (dse.perf.forms.moe.active_fraction)
     "moe_skew_busiest_ratio": ("moe", ("all",), ["power_law_1.01_busiest_expert_ratio"]),
     "moe_skew_active_fraction": ("moe", ("all",), ["power_law_1.01_active_expert_fraction"]),
+    # DeepEP's normal dispatch and combine kernels (dse.perf.forms.deepep; the deepep dispatcher)
+    **{f"deepep_{d}_{p}": ("deepep", ("all",), [f"normal_{d}_{p}"]) for d in ("dispatch", "combine")
+       for p in ("floor_s", "efficiency", "sm_bytes_per_s", "item_overhead_bytes")},
     "scaleup_latency_s": ("nccl", ("bf16",), _each("step_latency_s")),
     **{f"{op}_{column}": ("nccl", ("bf16",), [f"{NCCL_NAME.get(op, op)}_{param}"])
        for op in COLLECTIVE_OPS for column, param in COLLECTIVE_COLUMNS.items()},

@@ -33,8 +33,12 @@ from functools import cached_property
 
 import numpy as np
 
+from dse import catalog
 from dse.columns import real
 from dse.perf.forms.collective import bus_efficiency, custom_all_reduce_s
+from dse.perf.forms.deepep import PARAMS as DEEPEP_PARAMS, deepep_time_s
+
+K = catalog.constants()
 
 TOPOLOGIES = ("fat-tree", "torus2d", "torus3d")
 
@@ -146,7 +150,9 @@ class Placement:
 
 
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
-LOW_LATENCY = 3   # expert_exchange_s's code for DeepEP's low-latency kernels (beside the moe_dispatcher codes 0-2)
+DEEPEP = 3        # moe_dispatcher code of DeepEP's normal kernels at their own fit (dse.schema ENUMS)
+LOW_LATENCY = 4   # expert_exchange_s's code for DeepEP's low-latency kernels (beside the moe_dispatcher codes 0-3)
+CONSECUTIVE = 1   # moe_routing code: a token's k experts are consecutive expert ids
 
 
 def remote_domains(domains, top_k, groups=0.0, group_top_k=0.0):
@@ -176,6 +182,18 @@ def remote_domains(domains, top_k, groups=0.0, group_top_k=0.0):
     reached = np.where(g >= d, d * (1.0 - missed), spans * hit(spans, top_k))
     reached = np.where(spans <= 1.0, 1.0, reached) if np.any(g < d) else reached
     return np.where(limited, np.minimum(uniform, reached * (d - 1.0) / d), uniform)
+
+
+def ranks_reached(ranks, top_k, groups, group_top_k, experts_per_rank, routing):
+    """Expected other ranks (of `ranks`, each holding `experts_per_rank` experts) that hold one of a
+    token's top_k experts: remote_domains for random routing; for consecutive expert ids (NeMo
+    AutoModel's FakeBalancedGate) the k experts span 1 + (k - 1)/E_l ranks of E_l experts, on
+    average over where the run starts, a share (R - 1)/R of them other ranks."""
+    random = remote_domains(ranks, top_k, groups, group_top_k)
+    if not np.any(routing == CONSECUTIVE):
+        return random
+    spanned = np.minimum(1.0 + (top_k - 1.0) / np.maximum(experts_per_rank, 1.0), ranks)
+    return np.where(routing == CONSECUTIVE, spanned * (ranks - 1.0) / np.maximum(ranks, 1.0), random)
 
 
 def overlapped_s(comm, window, sm_fraction):
@@ -216,6 +234,8 @@ class Network:
         self.half = {op: real(cols[f"{op}_half_bytes"]) for op in COLLECTIVE_OPS}
         self.copy = {op: real(cols[f"{op}_local_copy_fraction"]) for op in COLLECTIVE_OPS}
         self.topology = np.asarray(cols.get("topology_code", np.zeros_like(self.domain)), dtype=np.int8)
+        # DeepEP's normal kernels as fitted on this part (NaN where it has no DeepEP tables)
+        self.deepep = {d: [real(cols.get(f"deepep_{d}_{p}", np.nan)) for p in DEEPEP_PARAMS] for d in ("dispatch", "combine")}
         self.torus_dims = (2 + (self.topology == 2)).astype(self.domain.dtype)
 
     def up(self, op, n, message_bytes):
@@ -300,7 +320,8 @@ class Network:
         alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
         return np.where(n > 1, (n - 1) * alpha + np.maximum(intra, inter), 0.0)
 
-    def expert_exchange_s(self, n, g, token_bytes, top_k, dispatcher, groups=0.0, group_top_k=0.0):
+    def expert_exchange_s(self, n, g, token_bytes, top_k, dispatcher, groups=0.0, group_top_k=0.0,
+                          row_bytes=1.0, experts=1.0, routing=0):
         """Dispatch plus combine of one MoE layer's tokens over n expert-parallel ranks (g of them
         in one scale-up domain); `token_bytes` = this rank's tokens x hidden x element bytes.
         dispatcher 0 (all-to-all): every routed copy is sent, an all-to-all of top_k x token_bytes
@@ -311,16 +332,23 @@ class Network:
         routing it reaches (D - 1)(1 - (1 - 1/D)^top_k) of the other D - 1 domains (DeepSeek-V3
         report Sec. 3.2.2: IB sends deduplicated per node, NVLink forwards), fewer under node-limited
         routing (`groups`, `group_top_k`: remote_domains), while every routed copy still crosses the
-        scale-up links once."""
+        scale-up links once. DEEPEP: DeepEP's normal kernels as fitted (dse.perf.forms.deepep), a token
+        once to each rank of the domain holding one of its experts (`experts` over the n ranks,
+        `routing`: ranks_reached), at the copy rate of `deepep_num_sms` SMs or the fitted link rate,
+        dispatch and combine each at its own fit (`row_bytes`: one token's bytes, for the per-item
+        bookkeeping); across domains as flex; as flex on a part without DeepEP tables."""
         n = np.maximum(n, 1)
         routed = token_bytes * top_k
         a2a = 2 * self.all_to_all_s(n, g, routed) if np.any(dispatcher == 0) else 0.0
         gather = (self.all_gather_s(n, g, n * token_bytes) + self.reduce_scatter_s(n, g, n * token_bytes)
                   if np.any(dispatcher == 1) else 0.0)
-        flex = (2 * self._flex_dispatch_s(n, g, token_bytes, top_k, groups, group_top_k)
-                if np.any(dispatcher == 2) else 0.0)
+        flex = (2 * self._flex_dispatch_s(n, g, token_bytes, top_k, groups, group_top_k, experts, routing)
+                if np.any((dispatcher == 2) | (dispatcher == DEEPEP)) else 0.0)
+        deepep = (self._deepep_exchange_s(n, g, token_bytes, top_k, groups, group_top_k, row_bytes, experts, routing, flex)
+                  if np.any(dispatcher == DEEPEP) else 0.0)
         low = 2 * self.low_latency_exchange_s(n, g, routed) if np.any(dispatcher == LOW_LATENCY) else 0.0
-        return np.select([dispatcher == 1, dispatcher == 2, dispatcher == LOW_LATENCY], [gather, flex, low], a2a)
+        return np.select([dispatcher == 1, dispatcher == 2, dispatcher == DEEPEP, dispatcher == LOW_LATENCY],
+                         [gather, flex, deepep, low], a2a)
 
     def low_latency_exchange_s(self, n, g, routed_bytes):
         """One direction of DeepEP's low-latency exchange (decode): every routed copy goes straight to
@@ -335,13 +363,27 @@ class Network:
         alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
         return self._plus_overhead("all_to_all", n, np.where(n > 1, alpha + np.maximum(intra, inter), 0.0))
 
-    def _flex_dispatch_s(self, n, g, token_bytes, top_k, groups, group_top_k):
-        remote = remote_domains(n / g, top_k, groups, group_top_k)
+    def _flex_dispatch_s(self, n, g, token_bytes, top_k, groups, group_top_k, experts=1.0, routing=0):
+        remote = ranks_reached(n / g, top_k, groups, group_top_k, experts / n * g, routing)
         routed = token_bytes * top_k
         intra = (n - 1) / n * routed / self.up("all_to_all", n, routed)
         inter = token_bytes * remote / self.out("all_to_all", n, routed)
         alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
         return self._plus_overhead("all_to_all", n, np.where(n > 1, (n - 1) * alpha + np.maximum(intra, inter), 0.0))
+
+    def _deepep_exchange_s(self, n, g, token_bytes, top_k, groups, group_top_k, row_bytes, experts, routing, flex):
+        """Dispatch + combine by DeepEP's normal kernels inside the domain, each no shorter than the
+        token's crossing to the other domains (flex's term); `flex` where the part has no fit."""
+        inside = np.minimum(n, g)
+        sent = token_bytes * ranks_reached(inside, top_k, groups, group_top_k, experts / n, routing)
+        items = token_bytes / np.maximum(row_bytes, 1.0) * (inside - 1.0)
+        remote = ranks_reached(n / g, top_k, groups, group_top_k, experts / n * g, routing)
+        inter = np.where(g < n, token_bytes * remote / self.out("all_to_all", n, token_bytes * top_k)
+                         + (n - 1) * self.out_alpha, 0.0)
+        sms = K["deepep_num_sms"]
+        kernel = sum(np.maximum(deepep_time_s(sent, items, sms, self.up_link, *self.deepep[d]), inter)
+                     for d in ("dispatch", "combine"))
+        return np.where(np.isfinite(kernel) & (n > 1), kernel, flex)
 
     def p2p_s(self, stride, message_bytes):
         """Point-to-point between neighbours `stride` GPUs apart (pipeline stages, CP ring steps):

@@ -60,7 +60,7 @@ from dse.columns import divides, first_failure, not_positive_integers, real
 from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf.bench_limits import engine_limits
-from dse.perf.collectives import LOW_LATENCY, Network, Placement, overlapped_s
+from dse.perf.collectives import DEEPEP, LOW_LATENCY, Network, Placement, overlapped_s
 from dse.perf.inference import Pass, split_by_bound
 from dse.workload import Model
 
@@ -133,12 +133,13 @@ def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_pe
     per-domain deduplication and forwarding, so its volume is the all-to-all's, every peer written at
     once (Network.low_latency_exchange_s)."""
     m, ep, w = p.m, p.ep, p.hw
-    flex = w["moe_dispatcher"] == 2
+    flex = (w["moe_dispatcher"] == 2) | (w["moe_dispatcher"] == DEEPEP)
     element = np.where(flex, (p.expert_operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
     dispatcher = np.where(flex & decode_only, LOW_LATENCY, w["moe_dispatcher"])
-    token_bytes = tokens * m.expert_width * element / p.tp * L.busiest_rank_load(m, p.imbalance, ep)
+    row_bytes = m.expert_width * element / p.tp
+    token_bytes = tokens * row_bytes * L.busiest_rank_load(m, p.imbalance, ep)
     exchange = net.expert_exchange_s(p.a2a, place.ep_in, token_bytes, m.top_k, dispatcher,
-                                     m.routed_groups, m.group_top_k)
+                                     m.routed_groups, m.group_top_k, row_bytes, m.experts, w["moe_routing"])
     comm = np.where(p.a2a > 1, layers_per_stage * p.moe * exchange, 0.0)
     return np.where(w["moe_a2a_overlap"], overlapped_s(comm, kernels, K["comm_sm_fraction"]), comm)
 

@@ -181,10 +181,12 @@ def ep_comm(net, place, m, w, ep, tokens, hidden_split, routing):
     `routing`, Layer.routing); the backward repeats it."""
     _, moe = L.layer_shares(m)
     busiest, full = routing
-    token_bytes = tokens * m.expert_width * M.ACT_BYTES / hidden_split * L.busiest_rank_load(m, busiest, ep) * full
+    row_bytes = m.expert_width * M.ACT_BYTES / hidden_split
+    token_bytes = tokens * row_bytes * L.busiest_rank_load(m, busiest, ep) * full
     return only_where(ep > 1, lambda: moe * net.expert_exchange_s(ep, place.ep_in, token_bytes, m.top_k,
                                                                    w["moe_dispatcher"], m.routed_groups,
-                                                                   m.group_top_k))
+                                                                   m.group_top_k, row_bytes, m.experts,
+                                                                   w["moe_routing"]))
 
 
 def ep_exposed(w, layer, ep_fwd, full):
@@ -216,7 +218,7 @@ def ep_exposed(w, layer, ep_fwd, full):
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "attention_fa2", "fp8_attention", "precision", "expert_precision",
               "expert_gemm_efficiency", "moe_imbalance",
               "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_capacity_factor", "adapter", "adapter_modules", "document_tokens", "remat_by_name",
-              "tp_overlap", "moe_dispatcher", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
+              "tp_overlap", "moe_dispatcher", "moe_routing", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
 
 
 class LayerComm:
