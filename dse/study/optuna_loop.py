@@ -168,7 +168,8 @@ def _ask_batch(st: Study, ostudy, dists: dict, attrs: dict, rng) -> _Asked:
     from optuna.trial import TrialState
     trials = ostudy.get_trials(deepcopy=False)
     now = time.time()
-    known = first_trials(st, trials)
+    whole = [t for t in trials if set(dists) <= set(t.params)]   # a worker killed mid-ask leaves a part
+    known = first_trials(st, whole)
     running = [t for t in trials if t.state == TrialState.RUNNING]
     who = askers(ostudy) if running else {}
     todo, params, adopted, repeats = [], [], [], 0
@@ -178,8 +179,16 @@ def _ask_batch(st: Study, ostudy, dists: dict, attrs: dict, rng) -> _Asked:
             if design.state == TrialState.COMPLETE:                 # its teller died before telling it
                 tell_repeat(ostudy, _adopt(ostudy, t), design)
         elif len(todo) < st.batch_size and is_orphan(t, who, attrs["host"], st.stale_after_s, now):
-            todo.append(_adopt(ostudy, t))
-            params.append(_complete_params(todo[-1], t, dists))
+            trial = _adopt(ostudy, t)
+            p = _complete_params(trial, t, dists)
+            first = known.setdefault(design_key(st, p), t)
+            if first.number != t.number:   # its parameters, completed, make it a repeat of a known design
+                repeats += 1
+                if first.state == TrialState.COMPLETE:
+                    tell_repeat(ostudy, trial, first)
+                continue                   # else told with that design (_tell tells its running repeats)
+            todo.append(trial)
+            params.append(p)
             adopted.append(t.number)
     need = min(st.batch_size - len(todo), st.budget - len(known))
     asked, streak, exhausted = [], 0, False
