@@ -17,8 +17,7 @@ JOB = dict(model="qwen3-30b-a3b", gpus=8, ep=8, micro_batch=4, global_batch=512,
 
 
 def _train(**kw):
-    rows = [dict(JOB, **kw)] if not isinstance(kw.get("system"), list) else [dict(JOB, **kw, system=s) for s in kw.pop("system")]
-    return dse.evaluate_training(pd.DataFrame(rows))
+    return dse.evaluate_training(pd.DataFrame([dict(JOB, **kw)]))
 
 
 def test_deepep_inside_one_node_is_the_fitted_kernels_dispatch_and_combine():

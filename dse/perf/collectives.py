@@ -150,6 +150,7 @@ class Placement:
 
 
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+FLEX = 2          # moe_dispatcher code of the deduplicating exchange at NCCL's fitted rate (HybridEP)
 DEEPEP = 3        # moe_dispatcher code of DeepEP's normal kernels at their own fit (dse.schema ENUMS)
 LOW_LATENCY = 4   # expert_exchange_s's code for DeepEP's low-latency kernels (beside the moe_dispatcher codes 0-3)
 CONSECUTIVE = 1   # moe_routing code: a token's k experts are consecutive expert ids
@@ -343,11 +344,11 @@ class Network:
         gather = (self.all_gather_s(n, g, n * token_bytes) + self.reduce_scatter_s(n, g, n * token_bytes)
                   if np.any(dispatcher == 1) else 0.0)
         flex = (2 * self._flex_dispatch_s(n, g, token_bytes, top_k, groups, group_top_k, experts, routing)
-                if np.any((dispatcher == 2) | (dispatcher == DEEPEP)) else 0.0)
+                if np.any((dispatcher == FLEX) | (dispatcher == DEEPEP)) else 0.0)
         deepep = (self._deepep_exchange_s(n, g, token_bytes, top_k, groups, group_top_k, row_bytes, experts, routing, flex)
                   if np.any(dispatcher == DEEPEP) else 0.0)
         low = 2 * self.low_latency_exchange_s(n, g, routed) if np.any(dispatcher == LOW_LATENCY) else 0.0
-        return np.select([dispatcher == 1, dispatcher == 2, dispatcher == DEEPEP, dispatcher == LOW_LATENCY],
+        return np.select([dispatcher == 1, dispatcher == FLEX, dispatcher == DEEPEP, dispatcher == LOW_LATENCY],
                          [gather, flex, deepep, low], a2a)
 
     def low_latency_exchange_s(self, n, g, routed_bytes):
@@ -363,11 +364,16 @@ class Network:
         alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
         return self._plus_overhead("all_to_all", n, np.where(n > 1, alpha + np.maximum(intra, inter), 0.0))
 
-    def _flex_dispatch_s(self, n, g, token_bytes, top_k, groups, group_top_k, experts=1.0, routing=0):
+    def _across_domains_s(self, n, g, token_bytes, top_k, groups, group_top_k, experts, routing):
+        """One direction of a deduplicating exchange over the NIC: a token once to each other scale-up
+        domain holding one of its experts (`experts` over the n ranks, g to a domain)."""
         remote = ranks_reached(n / g, top_k, groups, group_top_k, experts / n * g, routing)
+        return token_bytes * remote / self.out("all_to_all", n, token_bytes * top_k)
+
+    def _flex_dispatch_s(self, n, g, token_bytes, top_k, groups, group_top_k, experts=1.0, routing=0):
         routed = token_bytes * top_k
         intra = (n - 1) / n * routed / self.up("all_to_all", n, routed)
-        inter = token_bytes * remote / self.out("all_to_all", n, routed)
+        inter = self._across_domains_s(n, g, token_bytes, top_k, groups, group_top_k, experts, routing)
         alpha = np.where(g >= n, self.up_alpha, self.out_alpha)
         return self._plus_overhead("all_to_all", n, np.where(n > 1, (n - 1) * alpha + np.maximum(intra, inter), 0.0))
 
@@ -377,8 +383,7 @@ class Network:
         inside = np.minimum(n, g)
         sent = token_bytes * ranks_reached(inside, top_k, groups, group_top_k, experts / n, routing)
         items = token_bytes / np.maximum(row_bytes, 1.0) * (inside - 1.0)
-        remote = ranks_reached(n / g, top_k, groups, group_top_k, experts / n * g, routing)
-        inter = np.where(g < n, token_bytes * remote / self.out("all_to_all", n, token_bytes * top_k)
+        inter = np.where(g < n, self._across_domains_s(n, g, token_bytes, top_k, groups, group_top_k, experts, routing)
                          + (n - 1) * self.out_alpha, 0.0)
         sms = K["deepep_num_sms"]
         kernel = sum(np.maximum(deepep_time_s(sent, items, sms, self.up_link, *self.deepep[d]), inter)

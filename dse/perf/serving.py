@@ -60,7 +60,7 @@ from dse.columns import divides, first_failure, not_positive_integers, real
 from dse.perf import layer as L
 from dse.perf import memory as M
 from dse.perf.bench_limits import engine_limits
-from dse.perf.collectives import DEEPEP, LOW_LATENCY, Network, Placement, overlapped_s
+from dse.perf.collectives import DEEPEP, FLEX, LOW_LATENCY, Network, Placement, overlapped_s
 from dse.perf.inference import Pass, split_by_bound
 from dse.workload import Model
 
@@ -133,7 +133,7 @@ def expert_exchange_s(p: Pass, net: Network, place: Placement, tokens, layers_pe
     per-domain deduplication and forwarding, so its volume is the all-to-all's, every peer written at
     once (Network.low_latency_exchange_s)."""
     m, ep, w = p.m, p.ep, p.hw
-    flex = (w["moe_dispatcher"] == 2) | (w["moe_dispatcher"] == DEEPEP)
+    flex = (w["moe_dispatcher"] == FLEX) | (w["moe_dispatcher"] == DEEPEP)
     element = np.where(flex, (p.expert_operand + M.ACT_BYTES) / 2.0, M.ACT_BYTES)
     dispatcher = np.where(flex & decode_only, LOW_LATENCY, w["moe_dispatcher"])
     row_bytes = m.expert_width * element / p.tp
