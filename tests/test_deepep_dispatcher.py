@@ -92,3 +92,16 @@ def test_serving_decode_runs_deepep_like_flex():
     assert out["fits"].all()
     # the decode pool's passes carry decode tokens alone: DeepEP's low-latency kernels in both
     assert out["tpot_s"].iloc[0] == pytest.approx(out["tpot_s"].iloc[1])
+
+
+def test_validation_rows_that_name_deepep_run_the_deepep_dispatcher():
+    # a measured run whose source names DeepEP (and not HybridEP, which `flex` prices) states the
+    # `deepep` dispatcher: the row says what its benchmark ran, not the nearest older setting
+    from dse import validate
+    files = validate.TRAINING_FILES + validate.SERVING_FILES
+    table = pd.concat([validate._read_csv(name) for name in files], ignore_index=True)
+    text = table.fillna("").astype(str).apply(" ".join, axis=1)
+    flex = table["dse_moe_dispatcher"].fillna("") == "flex"
+    names_deepep = text.str.contains("DeepEP") & ~text.str.contains("HybridEP")
+    assert not (flex & names_deepep).any(), list(table.loc[flex & names_deepep, "id"])
+    assert (table["dse_moe_dispatcher"] == "deepep").sum() >= 20
