@@ -126,6 +126,9 @@ class Rates:
             # training's NVFP4 GEMMs (dense and per-expert) are Transformer Engine's cuBLASLt kernels, faster than
             # the tables' fallback tactic (serving takes the factor on its dense GEMMs: fitted_params._ServingParams)
             peak_gemm = peak_gemm * np.where(nvfp4, hw["nvfp4_tuned_gemm_speedup"], 1.0)
+        mxfp8 = np.asarray(precision) == CODE["mxfp8"]
+        if np.any(mxfp8):   # on the FP8 fit, slower by the block scales the tensor cores load and apply
+            peak_gemm = peak_gemm * np.where(mxfp8, hw["mxfp8_gemm_speed"], 1.0)
         experts = None
         if expert_precision is not None and not np.array_equal(expert_precision, precision):
             experts = cls.of(hw, expert_precision, memory_efficiency, training=training, moe_min_latency=moe_min_latency,
