@@ -140,7 +140,7 @@ class Rates:
                 train_attention["speed"] = np.where(np.asarray(hw["attention_fa2"], bool), hw["fa2_attention_speed"], 1.0)
             if "fp8_attention" in hw and np.any(hw["fp8_attention"]):
                 train_attention["fp8"] = fp8_attention_rows(hw, precision)
-                train_attention["mxfp8"] = train_attention["fp8"] & (np.asarray(precision) == CODE["mxfp8"])
+                train_attention["mxfp8"] = train_attention["fp8"] & mxfp8
                 train_attention["fp8_peak_ratio"] = np.asarray(hw["peak_fp8_flops_per_s"]) / np.asarray(hw["peak_bf16_flops_per_s"])
         attention_forms = None if training else Columns(hw, AK.COLUMNS)
         mxfp4 = np.asarray(precision) == CODE["mxfp4"]
