@@ -3,10 +3,12 @@ roofline relationships and the published FLOP counts of a transformer layer (REF
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dse
 from dse import catalog, resolve
 from dse.perf import layer, roofline
 from dse.perf.layer import Op, Shape
@@ -404,17 +406,19 @@ def test_low_precision_gains_shrink_with_quantization_as_transformer_engine_meas
         assert bf16[1] / autocast_ms < bf16[0] / gemm_ms   # quantization always eats part of the gain
 
 
-# ---- published kernel-level figures: PyTorch's grouped GEMMs (torchtitan's routed experts) ----------
-# pytorch/ao git 0b1bb1172871, torchao/prototype/moe_training/README.md microbenchmarks on B200:
-# forward + backward microseconds of torch._grouped_mm (BF16) and torchao's MXFP8 scaled grouped GEMM
-# for (M tokens, N, K, G groups); Llama 4 Scout and DeepSeek-V3 expert shapes.
+# ---- published kernel-level figures: torchtitan's MoE layer and PyTorch's grouped GEMMs in it -------
+# pytorch/ao git 838dcebb1, torchao/prototype/moe_training/README.md, on B200: forward + backward
+# microseconds of torch._grouped_mm (BF16) and torchao's MXFP8 scaled grouped GEMM for (M tokens, N, K,
+# G groups), Llama 4 Scout and DeepSeek-V3 expert shapes; and milliseconds of torchtitan's whole MoE
+# layer (bench_moe_layer.py: 16 x 8,192 tokens, 8 experts top-1 and one shared expert; BF16, MXFP8
+# routed experts) for (model, hidden, expert FFN).
 TORCHAO_B200_GROUPED_US = {
     (128000, 8192, 5120, 1): (43140.2, 23867.0), (128000, 8192, 5120, 2): (39487.6, 23359.0),
     (128000, 8192, 5120, 4): (39189.2, 23945.5), (128000, 8192, 5120, 8): (37700.7, 22170.6),
     (128000, 2048, 7168, 1): (13064.8, 10996.0), (128000, 2048, 7168, 2): (14900.2, 11283.4)}
 
 
-def test_torchtitan_preset_times_pytorch_grouped_gemms_as_torchao_measures_them():
+def test_torchtitan_experts_cost_more_than_the_bare_grouped_gemms_torchao_times():
     from dse import catalog
     from dse.catalog.precision import CODE, ELEMENT_BYTES, TRAINING_QUANTIZE_BYTES
     efficiency = float(catalog.frameworks().loc["torchtitan", "expert_gemm_efficiency"])
@@ -422,7 +426,7 @@ def test_torchtitan_preset_times_pytorch_grouped_gemms_as_torchao_measures_them(
     cols = {"system": np.array(["b200"], dtype=object)}
     resolve.system(cols)
     hw = {k: v if k == "system" else np.asarray(v) for k, v in cols.items()}
-    errors = []
+    ratios = []
     for column, precision in enumerate(("bf16", "mxfp8")):
         code = CODE[precision]
         r = Rates.of(hw, np.array([code]))
@@ -433,10 +437,39 @@ def test_torchtitan_preset_times_pytorch_grouped_gemms_as_torchao_measures_them(
                                                  low_precision=precision != "bf16"), r)[0] for a, b, c in shapes)
             quantize = g * sum(a * c + c * b for a, b, c in shapes) * float(TRAINING_QUANTIZE_BYTES[code])
             predicted = gemm / efficiency + roofline.stream_time_s(quantize, r.bandwidth, r.memory_efficiency)[0]
-            errors.append(predicted / (measured[column] * 1e-6) - 1.0)
-    errors = np.abs(errors)
-    # median 5%; the worst are the MXFP8 DeepSeek-V3 shapes (N 2048), 21-22% fast
-    assert np.median(errors) <= 0.10 and errors.max() <= 0.25, np.round(errors, 3)
+            ratios.append(predicted / (measured[column] * 1e-6))
+    # the preset prices the experts as torchtitan's layer runs them (the test below): never faster
+    # than the bare grouped GEMMs, and the GEMMs are most of it
+    assert 1.0 <= min(ratios) and max(ratios) <= 1.5, np.round(ratios, 3)
+
+
+TORCHAO_B200_MOE_LAYER_MS = {("llama4-scout", 5120, 8192): (275.270, 192.420),
+                             ("deepseek-v3", 7168, 2048): (92.032, 80.182)}
+
+
+def test_torchtitan_moe_layer_takes_the_time_torchao_measures_for_it():
+    # one MoE layer's forward and backward: a layer's share of compute_s with attention taken out
+    # (attention_layer_fraction 0), as torchao's benchmark runs it on one GPU
+    rows = []
+    for (model, hidden, ffn) in TORCHAO_B200_MOE_LAYER_MS:
+        for expert_precision in ("bf16", "mxfp8"):
+            run = dict(framework="torchtitan", model=model, system="b200", precision="bf16",
+                       expert_precision=expert_precision, gpus=1, micro_batch=16, global_batch=16, seq_len=8192,
+                       recompute="none", experts=8, top_k=1, shared_experts=1, moe_imbalance=1.0, hidden=hidden,
+                       moe_ffn_hidden=ffn, dense_layers=0, attention_layer_fraction=0.0)
+            rows += [dict(run, layers=1), dict(run, layers=2)]
+    compute = dse.evaluate_training(pd.DataFrame(rows))["compute_s"].to_numpy()
+    predicted = (compute[1::2] - compute[0::2]) * 1e3
+    measured = np.array([ms for pair in TORCHAO_B200_MOE_LAYER_MS.values() for ms in pair])
+    error = predicted / measured - 1.0
+    assert np.abs(error).max() <= 0.12, np.round(error, 3)
+    assert abs(np.mean(np.log(predicted / measured))) <= 0.03, np.round(error, 3)   # no bias over the four
+    # and MXFP8 experts gain what they gain in the benchmark (1.43x and 1.15x): dse 1.39x and 1.31x, its
+    # MXFP8 grouped GEMMs at N 2048 (DeepSeek-V3's down projection K) faster than torchao's, as in
+    # the microbenchmarks above
+    gain, measured_gain = predicted[0::2] / predicted[1::2], measured[0::2] / measured[1::2]
+    assert gain == pytest.approx(measured_gain, rel=0.15)
+    assert np.all(gain > 1.0) and gain[0] > gain[1]   # the wider Scout experts gain more
 
 
 # ---- published kernel-level figures: cuDNN's training attention (forward and backward) -------------
