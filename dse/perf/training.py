@@ -34,6 +34,7 @@ from dse.perf import pipeline as P
 from dse.perf import mixers as X
 from dse.perf import recompute as RE
 from dse.perf import roofline as R
+from dse.perf import tensorparallel as TP
 from dse.perf.distinct import distinct
 from dse.catalog.precision import TRAINING_QUANTIZE_BYTES, peak_flops_per_s, unsupported
 from dse.perf.collectives import Network, Placement, overlapped_s
@@ -71,9 +72,11 @@ def reason_codes(m, w):
 
 
 class Layer:
-    """Forward and backward seconds of one layer (and of the head) for one micro-batch, by kind."""
+    """Forward and backward seconds of one layer (and of the head) for one micro-batch, by kind.
+    `chunks`: the pieces each overlapped TP GEMM runs in (tp where TP overlaps, else 1): each piece a
+    GEMM of its own over 1/chunks of the tokens, with its own floor and wave quantization."""
 
-    def __init__(self, m, w, rates, tp, ep, cp, b, etp):
+    def __init__(self, m, w, rates, tp, ep, cp, b, etp, chunks=1.0):
         s = L.Shape(seqs=b, q_len=m.seq_len / cp, ctx=m.seq_len, tp=tp, ep=ep)
         # the experts see the TP group's tokens split over tp/etp ranks, each expert over etp
         experts = L.Shape(seqs=b * etp / tp, q_len=m.seq_len / cp, ctx=m.seq_len, tp=etp, ep=ep)
@@ -104,7 +107,7 @@ class Layer:
         # the linear layers' backward: data gradients, and weight gradients unless frozen (LoRA)
         wgrad_share = A.weight_grad_share(w)
         self.gemm_fwd = self.attn_fwd = self.attn_bwd = self.scan_fwd = self.scan_bwd = self.elementwise_fwd = self.elementwise_bwd = 0.0
-        self.moe_fwd = self.moe_bwd = self.gemm_wgrad = 0.0
+        self.moe_fwd = self.moe_bwd = self.gemm_wgrad = self.gemm_dgrad = 0.0
         op_fwd, op_flops = {}, {}   # forward seconds and FLOPs by op name: what selective recompute re-runs
         live_rows = {}
         for op in ops:
@@ -113,7 +116,9 @@ class Layer:
             if op.timing == "fused":   # training attention: forward and backward kernels of their own
                 t, attn_bwd = L.weighted(R.training_attention_s, op, rates, live_rows)
             else:
-                t = L.weighted(R.op_time_s, op, rates, live_rows)
+                t = whole = L.weighted(R.op_time_s, op, rates, live_rows)
+                if op.name in TP.CHUNKED_FORWARD and np.any(chunks > 1):
+                    t = TP.chunked_time_s(op, rates, chunks, live_rows)
             if op.name in RE.RERUN_NAMES:
                 op_fwd[op.name] = op_fwd.get(op.name, 0.0) + t
                 op_flops[op.name] = op_flops.get(op.name, 0.0) + R.op_flops_bytes(op)[0] * op.weight
@@ -123,6 +128,7 @@ class Layer:
                 self.moe_bwd = self.moe_bwd + dgrad + wgrad_share * wgrad
             elif op.kind == "gemm":
                 self.gemm_fwd = self.gemm_fwd + t
+                self.gemm_dgrad = self.gemm_dgrad + (t if op.name in TP.CHUNKED_DGRAD else whole)
                 self.gemm_wgrad = self.gemm_wgrad + L.weighted(R.wgrad_s, op, rates, live_rows)
             elif op.kind == "attention" and op.timing == "fused":
                 self.attn_fwd, self.attn_bwd = self.attn_fwd + t, self.attn_bwd + attn_bwd
@@ -136,7 +142,8 @@ class Layer:
                 self.elementwise_fwd = self.elementwise_fwd + t
                 self.elementwise_bwd = self.elementwise_bwd + t * op.backward
         self.fwd = self.gemm_fwd + self.moe_fwd + self.attn_fwd + self.scan_fwd + self.elementwise_fwd
-        self.bwd = self.gemm_fwd + wgrad_share * self.gemm_wgrad + self.moe_bwd + self.attn_bwd + self.scan_bwd + self.elementwise_bwd
+        self.gemm_bwd = self.gemm_dgrad + wgrad_share * self.gemm_wgrad
+        self.bwd = self.gemm_bwd + self.moe_bwd + self.attn_bwd + self.scan_bwd + self.elementwise_bwd
         logits, loss = L.training_head_ops(m, s.tokens, tp)
         self.logits = R.op_time_s(logits, rates)
         self.head = 2 * self.logits + wgrad_share * R.wgrad_s(logits, rates) + 2 * R.op_time_s(loss, rates)
@@ -148,31 +155,6 @@ class Layer:
         streams = {bit: R.op_time_s(op, rates) for bit, op in reruns.items()}
         shares = RE.op_sac_shares(m)
         self.rerun_s, self.rerun_flops = RE.by_module(op_fwd, streams, shares), RE.by_module(op_flops, None, shares)
-
-
-def tp_comm(net, place, w, tp, layer, act_msg, gather_msg):
-    """(forward, backward) exposed TP communication of one layer: 2 all-reduces, or with sequence
-    parallelism 2 all-gathers + 2 reduce-scatters forward and 2 more all-gathers backward (the
-    stored sharded GEMM inputs are gathered again for the weight gradients, Korthikanti Sec. 4.2.2);
-    one of each per sub-block (a hybrid layer with a mixer or an MLP alone has one). The
-    all-gathers carry `gather_msg`: a GEMM input gathered for a low-precision GEMM goes in its
-    quantized format (Transformer Engine quantizes before gathering: distributed.py _all_gather_fp8,
-    _all_gather_mxfp8, _all_gather_nvfp4), the reduce-scatters and all-reduces carry 16-bit outputs
-    (`act_msg`). Overlapped TP (ring exchange in tp chunks) never hides its first chunk, and only
-    exists inside the scale-up domain: Transformer Engine's comm-GEMM overlap (userbuffers)
-    exchanges through CUDA IPC over NVLink, so a TP group that spans domains runs its collectives
-    exposed. Also the 16-bit all-gather (the pipeline's gather of a scattered activation)."""
-    sp = w["sp"]
-    blocks = layer.blocks
-    all_gather = only_where(tp > 1, lambda: net.all_gather_s(tp, place.tp_in, act_msg))
-    gather = only_where(sp & (tp > 1), lambda: net.all_gather_s(tp, place.tp_in, gather_msg))
-    fwd = np.where(sp, blocks * (gather + only_where(sp & (tp > 1), lambda: net.reduce_scatter_s(tp, place.tp_in, act_msg))),
-                   only_where(~sp & (tp > 1), lambda: blocks * net.all_reduce_s(tp, place.tp_in, act_msg)))
-    bwd = fwd + np.where(sp, blocks * gather, 0.0)
-    overlap = w["tp_overlap"] & (place.tp_in >= tp)
-    fwd_exposed = np.where(overlap, np.maximum(fwd - layer.gemm_fwd, fwd / tp), fwd)
-    bwd_exposed = np.where(overlap, np.maximum(bwd - 2 * layer.gemm_fwd, bwd / tp), bwd)
-    return fwd_exposed, bwd_exposed, all_gather
 
 
 def ep_comm(net, place, m, w, ep, tokens, hidden_split, routing):
@@ -232,12 +214,13 @@ class LayerComm:
         rates.wgrad_output_bytes = 2.0 * w["main_grad_bytes"]   # read and written: accumulated over micro-batches
         if rates.experts is not None:
             rates.experts.wgrad_output_bytes = rates.wgrad_output_bytes
-        self.layer = layer = Layer(m, w, rates, tp, ep, cp, b, etp)
         net = Network(w)
         place = Placement(w["scaleup_domain"], tp, cp, ep, None, None, w["dp_hierarchical"], etp)  # no PP or DP group
+        chunks = np.where(TP.overlapped(w, tp, place.tp_in), tp, 1.0)
+        self.layer = layer = Layer(m, w, rates, tp, ep, cp, b, etp, chunks)
         act_msg = layer.tokens * m.hidden * M.ACT_BYTES
         gather_msg = layer.tokens * m.hidden * L.GEMM_OPERAND_BYTES[w["precision"]]
-        self.tp_fwd, self.tp_bwd, self.all_gather = tp_comm(net, place, w, tp, layer, act_msg, gather_msg)
+        self.tp_fwd, self.tp_bwd, self.all_gather = TP.tp_comm(net, place, w, tp, layer, act_msg, gather_msg)
         # a QK-norm over all heads all-reduces its sums of squares forward and their gradients backward
         norms = L.qk_norm_exchange_s(net, place.tp_in, m, tp, layer.tokens)
         self.tp_fwd, self.tp_bwd = self.tp_fwd + norms, self.tp_bwd + norms
