@@ -88,8 +88,9 @@ def routing_imbalance(routing) -> np.ndarray:
     """moe_imbalance of the routing a row states (`dse_routing`), NaN (the preset's) where it states
     none: `dropless`, a real auxiliary-loss router under a forced-balance preset, takes the
     dropless-training scenario of the `default` preset; `eplb`, redundant experts placed by a load
-    balancer, evens the loads the serving presets take as skewed."""
-    scenario = {"dropless": float(catalog.frameworks().loc["default", "moe_imbalance"]), "eplb": 1.0}
+    balancer, evens the loads the serving presets take as skewed; `balanced`, a benchmark's router
+    replaced by an even one (NeMo AutoModel's FakeBalancedGate), evens them in training."""
+    scenario = {"dropless": float(catalog.frameworks().loc["default", "moe_imbalance"]), "eplb": 1.0, "balanced": 1.0}
     return np.array([scenario.get(v, np.nan) for v in routing], dtype=float)
 
 

@@ -29,7 +29,7 @@ DS_RATIO = dict(model="deepseek-v3", system="h800", gpus=2048, tp=1, pp=16, ep=6
                 micro_batch=1, zero=1, precision="fp8-block", moe_dispatcher="flex", moe_a2a_overlap=False)
 GAP_NOTES = {
     "Megatron-Bridge Qwen3 MoE (128 experts, top-8)": "Qwen3-235B on DGX B200 without the overlap (PP 8): unexplained excess, see dse validate",
-    "Megatron-Bridge GPT-OSS 120B (25.11/26.02)": "GPT-OSS in Megatron-Bridge: unexplained excess (AutoModel's GPT-OSS rows are 7-12% too slow)",
+    "Megatron-Bridge GPT-OSS 120B (25.11/26.02)": "GPT-OSS in Megatron-Bridge: unexplained excess (NeMo AutoModel's GPT-OSS 20B row is 5% too slow)",
     "DeepSeek-V3 report (H800, FP8)": "average over the whole run: a lower bound of the steady rate",
     "Megatron-Bridge 25.11/26.02 (H100, Blackwell)": "DeepSeek-V3 on DGX B200/B300 (EP 8, 32 local experts): unexplained excess beyond the dispatch sync wait; on NVL72 racks within 2-11%",
     "torchtitan / PyTorch MoE": "torchtitan preset (experts at the time torchao measures for torchtitan's whole MoE layer); the 2-layer runs' MXFP8 savings say their routing was far from balanced",
@@ -123,7 +123,7 @@ than without the overlap. Even where the GPUs pace the step, a dropless MoE laye
 host and GPU in its forward, so the GPUs wait while the host launches the local experts (DeepSeek-V3
 on DGX B200 and B300 with 32 local experts). Still unexplained: Qwen3-235B on DGX B200 without the
 overlap (19% too fast), GPT-OSS in Megatron-Bridge (measured 1.18-1.47x slower than dse on every system
-but DGX B200; NeMo AutoModel's GPT-OSS rows are 7-12% too slow) and torchtitan's Llama 4 Scout runs (13-79% too
+but DGX B200; NeMo AutoModel's GPT-OSS 20B row is 5% too slow, its 120B row 22% too fast) and torchtitan's Llama 4 Scout runs (13-79% too
 fast with the torchtitan preset, whose experts take the time torchao measures for torchtitan's whole MoE layer).
 In inference, EP spreads the expert weights so decode reads fewer bytes per GPU,
 at the price of a dispatch/combine on every MoE layer of every decode step.
