@@ -152,7 +152,7 @@ def training_inputs(work: dict, n: int) -> dict:
                **{k: _setting(work, k, "float") for k in ("host_layer_s", "host_expert_s", "host_chunk_s", "expert_gemm_efficiency",
                                                            "main_grad_bytes", "adam_moment_bytes")},
                **{k: _setting(work, k, "bool") for k in ("flash_attention", "attention_fa2", "fp8_attention", "dp_overlap",
-                                                         "tp_overlap", "dp_hierarchical", "moe_a2a_overlap", "cuda_graphs",
+                                                         "tp_overlap", "tp_overlap_aggregate", "dp_hierarchical", "moe_a2a_overlap", "cuda_graphs",
                                                          "moe_pad_to_capacity",
                                                          "expert_bias_unfused", "expert_clamp_unfused", "yarn_rope_unfused", "remat_by_name")})
     return out

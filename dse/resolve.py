@@ -26,7 +26,7 @@ from dse.columns import MISSING_NAMES, CatalogColumn, as_bool, as_float, categor
 from dse.errors import ConfigError
 
 # Software settings a framework preset fills (frameworks.csv columns).
-SETTINGS = ("flash_attention", "attention_fa2", "fp8_attention", "tp_overlap", "dp_overlap", "dp_hierarchical", "sp", "zero", "recompute",
+SETTINGS = ("flash_attention", "attention_fa2", "fp8_attention", "tp_overlap", "tp_overlap_aggregate", "dp_overlap", "dp_hierarchical", "sp", "zero", "recompute",
             "moe_imbalance", "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_capacity_factor", "gqa_kv_sharing", "launch_overhead_s", "layer_overhead_s", "collective_overhead_s",
             "moe_dispatcher", "moe_routing", "moe_a2a_overlap", "cuda_graphs", "host_layer_s", "host_expert_s", "host_chunk_s", "expert_gemm_efficiency", "expert_bias_unfused", "expert_clamp_unfused", "yarn_rope_unfused", "remat_by_name", "custom_all_reduce",
             "moe_min_latency", "moe_kernels", "prefill_first",

@@ -77,7 +77,7 @@ def _model_columns(r) -> dict:
 # Settings a row takes from the recipe or script that produced it (MoE, CUDA graphs, recompute modules,
 # the TP-overlap switch, the DDP implementation of Narayanan et al.'s scripts, an expert capacity)
 STATED_SETTINGS = ("moe_dispatcher", "moe_routing", "moe_a2a_overlap", "cuda_graphs", "adapter", "pp_schedule", "recompute_modules", "attention_fa2",
-                   "fp8_attention", "expert_precision", "tp_overlap", "dp_overlap", "moe_pad_to_capacity", "expert_clamp_unfused",
+                   "fp8_attention", "expert_precision", "tp_overlap", "tp_overlap_aggregate", "dp_overlap", "moe_pad_to_capacity", "expert_clamp_unfused",
                    "yarn_rope_unfused", "adapter_modules", "offload_modules")
 # Numbers a row states (default: etp = tp, no MTP, unpacked, no offloading, dropless experts)
 STATED_NUMBERS = ("etp", "mtp_layers", "document_tokens", "offload_layers", "dse_moe_capacity_factor", "dse_adam_moment_bytes",

@@ -63,3 +63,27 @@ def test_llama_405b_on_h100_at_tp_8_takes_the_time_megatron_bridge_publishes():
     for row in ("MB013", "MB028"):
         assert abs(res.loc[row, "error_pct"]) < 8.0
     assert np.isfinite(res.loc[["MB014", "MB029"], "error_pct"]).all()
+
+
+def test_an_aggregated_ring_exchange_runs_the_gathered_gemms_in_half_as_many_chunks():
+    # userbuffers aggregate=1 (split_overlap_ag_p2p): tp/2 steps of two chunks each, so the gathered
+    # GEMMs (qkv, fc1 forward; proj, fc2 data gradients) pay half the chunks' floors and partial waves
+    job = {**LLAMA_405B_H100, "system": "b300"}
+    whole, aggregated, ring = _compute([{**job, "tp_overlap": False},
+                                        {**job, "tp_overlap": True, "tp_overlap_aggregate": True},
+                                        {**job, "tp_overlap": True}])
+    assert whole < aggregated < ring
+    # at TP 2 an aggregated step holds both chunks: the gathered GEMMs run whole
+    two = {**job, "tp": 2, "gpus": 256, "model": "llama3.1-70b"}
+    plain, aggregated_2, ring_2 = _compute([{**two, "tp_overlap": False},
+                                            {**two, "tp_overlap": True, "tp_overlap_aggregate": True},
+                                            {**two, "tp_overlap": True}])
+    assert plain <= aggregated_2 < ring_2
+
+
+def test_only_the_recipes_that_aggregate_state_it():
+    # NVIDIA/dgxc-benchmarking v25.01: only llama3.1_405b.yaml sets aggregate 1 on every ring exchange
+    table = validate._read_csv("training.csv")
+    stated = table[table["dse_tp_overlap_aggregate"].fillna("") == "yes"]
+    assert len(stated) == 12 and (stated["model"] == "Llama-3.1-405B").all()
+    assert stated["source"].str.contains("DGX Cloud").all()

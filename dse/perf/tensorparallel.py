@@ -14,14 +14,17 @@ from dse.perf import roofline as R
 # The TP GEMMs Transformer Engine's userbuffers overlap runs in chunks of the tokens, one GEMM per
 # exchange step (module/base.py initialize_ub, comm_gemm_overlap.cpp; NVIDIA/TransformerEngine
 # d0067d0da): by ring exchange in tp chunks, the forward of qkv and fc1 (their input gathered) and
-# the data gradients of proj and fc2 (their output gradient gathered); the forward of proj and fc2
-# (their output scattered) in tp chunks too, as the ring exchange Megatron-Bridge configures for FP8
-# (training/comm_overlap.py userbuffers_fp8_*). Not modelled apart: the pipelined reduce-scatter of
-# TE's default and of Megatron-Bridge's BF16 configs (4 chunks, 8-24 SMs withheld from the GEMM),
-# about as costly at TP 8 and costlier at TP 2-4. The data gradients of qkv and fc1 and every weight
-# gradient overlap their exchange in bulk, whole.
-CHUNKED_FORWARD = ("qkv_proj", "attn_out_proj", "mlp_up_gate", "mlp_down")
-CHUNKED_DGRAD = ("attn_out_proj", "mlp_down")
+# the data gradients of proj and fc2 (their output gradient gathered), in tp/2 chunks of two where
+# a recipe aggregates the ring exchange (`tp_overlap_aggregate`: split_overlap_ag_p2p's _aggregate);
+# the forward of proj and fc2 (their output scattered) in tp chunks, as the ring exchange
+# Megatron-Bridge configures for FP8 (training/comm_overlap.py userbuffers_fp8_*). Not modelled
+# apart: the pipelined reduce-scatter of TE's default and of the BF16 recipes (4 chunks, 8-24 SMs
+# withheld from the GEMM), about as costly at TP 8 and costlier at TP 2-4. The data gradients of qkv
+# and fc1 and every weight gradient overlap their exchange in bulk, whole.
+GATHERED_FORWARD = ("qkv_proj", "mlp_up_gate")
+SCATTERED_FORWARD = ("attn_out_proj", "mlp_down")
+GATHERED_DGRAD = ("attn_out_proj", "mlp_down")
+CHUNKED = GATHERED_FORWARD + SCATTERED_FORWARD
 
 
 def overlapped(w, tp, tp_in):
@@ -30,10 +33,32 @@ def overlapped(w, tp, tp_in):
     return w["tp_overlap"] & (tp > 1) & (tp_in >= tp)
 
 
+def overlap_chunks(w, tp, tp_in):
+    """(scattered, gathered): the GEMMs each overlapped TP GEMM runs as, tp where TP overlaps (tp/2
+    for the gathered ones under an aggregated ring exchange), else 1."""
+    on = overlapped(w, tp, tp_in)
+    scattered = np.where(on, tp, 1.0)
+    return scattered, np.where(on & w["tp_overlap_aggregate"], np.maximum(tp / 2.0, 1.0), scattered)
+
+
 def chunked_time_s(op, rates, chunks, cache=None):
     """Seconds of a TP GEMM run as `chunks` GEMMs over 1/chunks of its tokens each, one after
     another (its weight applied as L.weighted does)."""
     return chunks * L.weighted(R.op_time_s, replace(op, m=op.m / chunks), rates, cache)
+
+
+def gemm_fwd_dgrad_s(op, rates, whole, chunks, cache=None):
+    """(forward, data-gradient) seconds of one linear layer whose whole forward takes `whole`, under
+    the overlap's (scattered, gathered) chunks; a data gradient takes its forward's time."""
+    scattered, gathered = chunks
+    if op.name not in CHUNKED or not (np.any(scattered > 1) or np.any(gathered > 1)):
+        return whole, whole
+    by = gathered if op.name in GATHERED_FORWARD else scattered
+    fwd = chunked_time_s(op, rates, by, cache)
+    if op.name not in GATHERED_DGRAD:
+        return fwd, whole
+    same = np.array_equal(np.broadcast_to(by, np.shape(gathered)), gathered)
+    return fwd, fwd if same else chunked_time_s(op, rates, gathered, cache)
 
 
 def tp_comm(net, place, w, tp, layer, act_msg, gather_msg):

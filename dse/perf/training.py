@@ -73,10 +73,11 @@ def reason_codes(m, w):
 
 class Layer:
     """Forward and backward seconds of one layer (and of the head) for one micro-batch, by kind.
-    `chunks`: the pieces each overlapped TP GEMM runs in (tp where TP overlaps, else 1): each piece a
-    GEMM of its own over 1/chunks of the tokens, with its own floor and wave quantization."""
+    `chunks`: (scattered, gathered), the pieces each overlapped TP GEMM runs in (dse.perf.tensorparallel
+    overlap_chunks; 1 where TP does not overlap): each piece a GEMM of its own over 1/chunks of the
+    tokens, with its own floor and wave quantization."""
 
-    def __init__(self, m, w, rates, tp, ep, cp, b, etp, chunks=1.0):
+    def __init__(self, m, w, rates, tp, ep, cp, b, etp, chunks=(1.0, 1.0)):
         s = L.Shape(seqs=b, q_len=m.seq_len / cp, ctx=m.seq_len, tp=tp, ep=ep)
         # the experts see the TP group's tokens split over tp/etp ranks, each expert over etp
         experts = L.Shape(seqs=b * etp / tp, q_len=m.seq_len / cp, ctx=m.seq_len, tp=etp, ep=ep)
@@ -116,9 +117,9 @@ class Layer:
             if op.timing == "fused":   # training attention: forward and backward kernels of their own
                 t, attn_bwd = L.weighted(R.training_attention_s, op, rates, live_rows)
             else:
-                t = whole = L.weighted(R.op_time_s, op, rates, live_rows)
-                if op.name in TP.CHUNKED_FORWARD and np.any(chunks > 1):
-                    t = TP.chunked_time_s(op, rates, chunks, live_rows)
+                t = dgrad = L.weighted(R.op_time_s, op, rates, live_rows)
+                if op.kind == "gemm":
+                    t, dgrad = TP.gemm_fwd_dgrad_s(op, rates, t, chunks, live_rows)
             if op.name in RE.RERUN_NAMES:
                 op_fwd[op.name] = op_fwd.get(op.name, 0.0) + t
                 op_flops[op.name] = op_flops.get(op.name, 0.0) + R.op_flops_bytes(op)[0] * op.weight
@@ -128,7 +129,7 @@ class Layer:
                 self.moe_bwd = self.moe_bwd + dgrad + wgrad_share * wgrad
             elif op.kind == "gemm":
                 self.gemm_fwd = self.gemm_fwd + t
-                self.gemm_dgrad = self.gemm_dgrad + (t if op.name in TP.CHUNKED_DGRAD else whole)
+                self.gemm_dgrad = self.gemm_dgrad + dgrad
                 self.gemm_wgrad = self.gemm_wgrad + L.weighted(R.wgrad_s, op, rates, live_rows)
             elif op.kind == "attention" and op.timing == "fused":
                 self.attn_fwd, self.attn_bwd = self.attn_fwd + t, self.attn_bwd + attn_bwd
@@ -200,7 +201,7 @@ def ep_exposed(w, layer, ep_fwd, full):
 LAYER_KEYS = ("tp", "ep", "etp", "cp", "micro_batch", "sp", "flash_attention", "attention_fa2", "fp8_attention", "precision", "expert_precision",
               "expert_gemm_efficiency", "moe_imbalance",
               "moe_capacity_factor", "moe_pad_to_capacity", "moe_rank_capacity_factor", "adapter", "adapter_modules", "document_tokens", "remat_by_name",
-              "tp_overlap", "moe_dispatcher", "moe_routing", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
+              "tp_overlap", "tp_overlap_aggregate", "moe_dispatcher", "moe_routing", "cp_comm", "topology_code", "dp_hierarchical", "main_grad_bytes")
 
 
 class LayerComm:
@@ -216,8 +217,7 @@ class LayerComm:
             rates.experts.wgrad_output_bytes = rates.wgrad_output_bytes
         net = Network(w)
         place = Placement(w["scaleup_domain"], tp, cp, ep, None, None, w["dp_hierarchical"], etp)  # no PP or DP group
-        chunks = np.where(TP.overlapped(w, tp, place.tp_in), tp, 1.0)
-        self.layer = layer = Layer(m, w, rates, tp, ep, cp, b, etp, chunks)
+        self.layer = layer = Layer(m, w, rates, tp, ep, cp, b, etp, TP.overlap_chunks(w, tp, place.tp_in))
         act_msg = layer.tokens * m.hidden * M.ACT_BYTES
         gather_msg = layer.tokens * m.hidden * L.GEMM_OPERAND_BYTES[w["precision"]]
         self.tp_fwd, self.tp_bwd, self.all_gather = TP.tp_comm(net, place, w, tp, layer, act_msg, gather_msg)
