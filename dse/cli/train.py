@@ -17,7 +17,7 @@ from dse.errors import ConfigError
 INPUTS = ("model", "system", "framework", "gpus", "tp", "pp", "cp", "ep", "vp", "global_batch", "micro_batch",
           "seq_len", "recompute", "recompute_modules", "recompute_layers", "zero", "precision", "expert_precision", "adapter", "adapter_rank",
           "offload_layers", "offload_modules", "train_tokens")
-FLAGS = ("sp", "flash_attention", "fp8_attention", "dp_overlap", "tp_overlap", "dp_hierarchical")
+FLAGS = ("sp", "flash_attention", "fp8_attention", "dp_overlap", "tp_overlap", "tp_overlap_aggregate", "dp_hierarchical")
 REQUIRED = ("model", "system", "gpus")
 TIME_COLUMNS = ("compute_s", "recompute_s", "tp_comm_s", "cp_comm_s", "ep_comm_s", "host_wait_s", "offload_s", "pp_comm_s", "dp_comm_s",
                 "bubble_s", "optimizer_s")
