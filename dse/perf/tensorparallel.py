@@ -38,7 +38,10 @@ def overlap_chunks(w, tp, tp_in):
     for the gathered ones under an aggregated ring exchange), else 1."""
     on = overlapped(w, tp, tp_in)
     scattered = np.where(on, tp, 1.0)
-    return scattered, np.where(on & w["tp_overlap_aggregate"], np.maximum(tp / 2.0, 1.0), scattered)
+    aggregated = on & w["tp_overlap_aggregate"]
+    if not np.any(aggregated):   # the same array: gemm_fwd_dgrad_s times the chunks once
+        return scattered, scattered
+    return scattered, np.where(aggregated, np.maximum(tp / 2.0, 1.0), scattered)
 
 
 def chunked_time_s(op, rates, chunks, cache=None):
@@ -50,15 +53,14 @@ def chunked_time_s(op, rates, chunks, cache=None):
 def gemm_fwd_dgrad_s(op, rates, whole, chunks, cache=None):
     """(forward, data-gradient) seconds of one linear layer whose whole forward takes `whole`, under
     the overlap's (scattered, gathered) chunks; a data gradient takes its forward's time."""
-    scattered, gathered = chunks
-    if op.name not in CHUNKED or not (np.any(scattered > 1) or np.any(gathered > 1)):
+    scattered, gathered = chunks   # gathered <= scattered: no chunks anywhere where scattered has none
+    if op.name not in CHUNKED or not np.any(scattered > 1):
         return whole, whole
     by = gathered if op.name in GATHERED_FORWARD else scattered
     fwd = chunked_time_s(op, rates, by, cache)
     if op.name not in GATHERED_DGRAD:
         return fwd, whole
-    same = np.array_equal(np.broadcast_to(by, np.shape(gathered)), gathered)
-    return fwd, fwd if same else chunked_time_s(op, rates, gathered, cache)
+    return fwd, fwd if by is gathered else chunked_time_s(op, rates, gathered, cache)
 
 
 def tp_comm(net, place, w, tp, layer, act_msg, gather_msg):
